@@ -1,0 +1,45 @@
+// Simulation speed of one training step (Google Benchmark). Target of the core issue:
+// Llama-2-70B on 1024 H100 (tp8 pp8 dp16, 64 micro-batches) in under 200 ms on one core.
+#include "trainsim/model/loader.hpp"
+#include "trainsim/model/workload.hpp"
+#include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/sim/estimate.hpp"
+#include "trainsim/sim/executor.hpp"
+#include "trainsim/sim/network.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+
+namespace {
+
+trainsim::model::Plan load_bench_plan(const char* file) {
+    trainsim::model::LoadOptions opts;
+    const char* env = std::getenv("TRAINSIM_DATA_DIR");
+    opts.data_dir = env != nullptr ? env : TRAINSIM_DATA_DIR_DEFAULT;
+    return trainsim::model::load_scenario(std::string(TRAINSIM_BENCH_DIR) + "/" + file, opts).plans.front();
+}
+
+// Whole plan evaluation: build the workload, cost it, run the engine.
+void BM_Llama70B_1024xH100_Step(benchmark::State& state) {
+    const auto plan = load_bench_plan("llama2-70b-1024xh100.yaml");
+    for (auto _ : state) {
+        auto e = trainsim::sim::estimate_plan(plan);
+        benchmark::DoNotOptimize(e.step_time_s);
+    }
+}
+BENCHMARK(BM_Llama70B_1024xH100_Step)->Unit(benchmark::kMillisecond);
+
+// The workload builder alone.
+void BM_Llama70B_1024xH100_BuildWorkload(benchmark::State& state) {
+    const auto plan = load_bench_plan("llama2-70b-1024xh100.yaml");
+    for (auto _ : state) {
+        auto g = trainsim::model::build_workload(plan);
+        benchmark::DoNotOptimize(g.op_count());
+    }
+}
+BENCHMARK(BM_Llama70B_1024xH100_BuildWorkload)->Unit(benchmark::kMillisecond);
+
+} // namespace
+
+BENCHMARK_MAIN();

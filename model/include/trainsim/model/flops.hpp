@@ -1,0 +1,29 @@
+// FLOP and parameter accounting for a dense decoder (docs/model.md, "FLOPs").
+#pragma once
+
+#include "trainsim/model/scenario.hpp"
+#include "trainsim/model/units.hpp"
+
+namespace trainsim::model {
+
+struct ParamCounts {
+    double per_layer = 0;     // attention + FFN weights (+ 2 norm vectors) of one layer
+    double embedding = 0;     // input embedding V*h
+    double lm_head = 0;       // output projection h*V (0 when tied: shares the embedding)
+    double final_norm = 0;
+    double total = 0;         // all distinct parameters
+    double non_embedding = 0; // layers + final norm
+};
+[[nodiscard]] ParamCounts count_params(const ModelArch& m);
+
+// Per-token forward FLOPs of one layer's GEMMs (2*m*n*k summed over QKV, out, FFN).
+[[nodiscard]] double layer_gemm_flops_per_token(const ModelArch& m);
+// Per-token forward FLOPs of the attention core (QK^T and PV) at sequence length s.
+// causal = true counts only the lower triangle (s+1)/2 keys on average.
+[[nodiscard]] double attention_flops_per_token(const ModelArch& m, int seq_len, bool causal);
+
+// Model FLOPs per token of one training step (forward + backward = 3x forward), recompute
+// excluded: 6 x (layer GEMM params + LM head) + 3 x attention forward (design.md "Definitions").
+[[nodiscard]] double model_flops_per_token(const ModelArch& m, int seq_len, bool causal);
+
+} // namespace trainsim::model

@@ -1,0 +1,101 @@
+// The hardware-profile format shared by trainsim-calibrate (writer) and the simulator (reader).
+// Every number is physical (a peak, a bandwidth, an efficiency, an overhead); in the YAML file each
+// carries its unit and its source. See docs/profile-format.md.
+#pragma once
+
+#include "trainsim/model/units.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainsim::model {
+
+enum class Precision { bf16, fp16, fp8 };
+
+// Where a profile's numbers come from.
+enum class Provenance { datasheet_published, calibrated };
+
+// One GEMM measurement (or table entry): C[M,N] = A[M,K] * B[K,N] in the given precision.
+struct GemmSample {
+    Precision precision = Precision::bf16;
+    long m = 0, n = 0, k = 0;
+    Time time;
+};
+
+// A bandwidth curve t(bytes) = t0 + bytes / bw, as fitted by trainsim-calibrate (alpha-beta).
+struct AlphaBeta {
+    Time alpha;         // fixed cost per call
+    Bandwidth beta_bw;  // asymptotic bandwidth
+};
+
+// A calibrated collective curve for one (op, group size, scope).
+struct CollectiveCurve {
+    std::string op;     // all_reduce | all_gather | reduce_scatter | all_to_all | send_recv
+    int group_size = 0;
+    std::string scope;  // intra_node | inter_node
+    AlphaBeta curve;    // busbw-normalised: t = alpha + bus_bytes / beta_bw
+};
+
+struct HardwareProfile {
+    std::string id;
+    std::string name;
+    Provenance provenance = Provenance::datasheet_published;
+    std::string source_file;  // path the profile was read from (for reports)
+
+    // --- compute ---
+    int sm_count = 0;
+    std::map<Precision, FlopRate> dense_peak;  // absent key: precision unsupported by tensor cores
+    std::map<Precision, std::string> unsupported_reason;  // why (e.g. "A100 has no FP8 tensor cores")
+    // Fraction of dense peak reached by large, well-shaped GEMMs (cuBLASLt, measured/published).
+    std::map<Precision, double> gemm_efficiency;
+    // Output tile of the GEMM kernels used for wave quantisation (tiles spread over SMs).
+    int gemm_tile_m = 128;
+    int gemm_tile_n = 256;
+    // Fraction of the BF16 dense peak reached by causal flash attention at long sequence.
+    double attention_fwd_efficiency = 0.5;
+    double attention_bwd_efficiency = 0.4;
+    // Fixed per-kernel cost (launch + tail), added to every kernel.
+    Time kernel_overhead = Time::us(4);
+
+    // --- memory ---
+    Bytes hbm_capacity;
+    Bandwidth hbm_bandwidth;
+    double hbm_efficiency = 0.8;  // achievable fraction of HBM bandwidth (STREAM-like)
+    Bytes reserved_memory;        // CUDA context, NCCL buffers, allocator fragmentation
+
+    // --- interconnect ---
+    Bandwidth nvlink_bandwidth;   // per GPU, per direction; zero = no NVLink
+    double nvlink_efficiency = 0.8;  // fraction NCCL reaches (busbw / link rate)
+    bool nvls = false;            // NVLink SHARP on NVSwitch
+    double nvls_efficiency = 0.0; // busbw / link rate with NVLS all-reduce
+    Bandwidth pcie_bandwidth;     // host link per GPU, per direction
+    double pcie_efficiency = 0.8;
+    Time intra_node_latency = Time::us(8);  // per collective step inside a node
+    Time inter_node_latency = Time::us(20); // per collective step across nodes
+    double nic_efficiency = 0.9;  // fraction of the NIC line rate reached by NCCL
+
+    // --- overlap ---
+    // Compute slowdown while communication kernels run concurrently (SM and HBM contention):
+    // a compute kernel runs at 1/(1+x) speed while a collective is in flight on the same GPU.
+    double comm_compute_slowdown = 0.1;
+
+    // --- defaults for the cluster section ---
+    int default_gpus_per_node = 8;
+
+    // --- calibrated tables (empty for datasheet profiles) ---
+    std::vector<GemmSample> gemm_table;
+    std::map<Precision, AlphaBeta> memory_curve;
+    std::vector<CollectiveCurve> collectives;
+
+    // Where each value comes from, keyed by its path in the profile file ("memory.hbm_bandwidth",
+    // "compute.dense_peak.fp8"; "calibrated" for the calibrated tables). Filled by load_profile;
+    // write_profile refuses to write a value without one.
+    std::map<std::string, std::string> sources;
+};
+
+[[nodiscard]] std::string to_string(Precision p);
+[[nodiscard]] std::string to_string(Provenance p);
+
+} // namespace trainsim::model

@@ -1,0 +1,26 @@
+// Rules a parallel layout must obey, independent of how it was written down.
+#pragma once
+
+#include "trainsim/model/scenario.hpp"
+
+#include <string>
+#include <vector>
+
+namespace trainsim::model {
+
+// A rule broken by a plan; key is the scenario key path (relative to the plan) to blame.
+struct LayoutProblem {
+    std::string key;
+    std::string message;
+};
+
+// Every rule the plan breaks (empty when it is valid): heads % tp, kv_heads % tp, ffn % tp,
+// layers % (pp*vp), gpus == tp*pp*cp*dp, global_batch % (micro_batch*dp), seq_len % (2*cp) for
+// load-balanced causal CP, micro-batches % pp for interleaving, precision supported by the GPU,
+// sequence parallelism only with tp > 1, pp > 1 with ZeRO-2/3/FSDP refused (as in Megatron/DeepSpeed).
+[[nodiscard]] std::vector<LayoutProblem> check_layout(const Plan& plan);
+
+// dp implied by the GPU count and the other degrees (0 if they do not divide it).
+[[nodiscard]] int derive_dp(int num_gpus, int tp, int pp, int cp);
+
+} // namespace trainsim::model

@@ -1,0 +1,45 @@
+// Memory per rank (docs/model.md, "Memory"): weights, gradients, optimizer state per sharding,
+// activations per recompute / SP / CP / in-flight micro-batches (Korthikanti et al. 2022,
+// arXiv 2205.05198, Sec. 4), FP8 buffers, workspace and the reserved runtime overhead.
+#pragma once
+
+#include "trainsim/model/scenario.hpp"
+#include "trainsim/model/units.hpp"
+
+namespace trainsim::model {
+
+struct ActivationOptions {
+    // Flash attention keeps no s x s score matrix (only Q, K, V, O and the FP32 log-sum-exp).
+    bool flash_attention = true;
+    // Dropout masks (1 byte per element) after attention, MLP and inside attention. Modern
+    // LLM pre-training runs dropout-free; Korthikanti et al.'s formulas include dropout.
+    bool dropout = false;
+};
+
+// Activation bytes one transformer layer keeps for backward, for one micro-batch, on one rank.
+[[nodiscard]] Bytes layer_activation_bytes(const ModelArch& m, int seq_len, int micro_batch, int tp, bool sp,
+                                           int cp, Recompute recompute, Precision precision,
+                                           const ActivationOptions& opt = {});
+
+struct MemoryBreakdown {
+    int stage = 0;          // pipeline stage this breakdown is for
+    Bytes weights;          // BF16/FP16 parameters (gathered working copies for FSDP)
+    Bytes gradients;        // gradient buffers (FP32 main grads in Megatron)
+    Bytes optimizer;        // FP32 master weights + Adam m and v (sharded per plan)
+    Bytes activations;      // saved activations of all in-flight micro-batches + loss buffers
+    Bytes fp8_buffers;      // FP8 weight copies and transposes (Transformer Engine)
+    Bytes workspace;        // cuBLAS workspace, communication buckets
+    Bytes reserved;         // CUDA context, NCCL, allocator fragmentation (from the profile)
+    int inflight_microbatches = 0;  // (micro-batch, chunk) forward passes held at peak
+    double local_params = 0;        // parameters held by this rank before sharding
+    [[nodiscard]] Bytes total() const {
+        return weights + gradients + optimizer + activations + fp8_buffers + workspace + reserved;
+    }
+};
+
+// The breakdown of one pipeline stage's ranks.
+[[nodiscard]] MemoryBreakdown stage_memory(const Plan& plan, int stage);
+// The stage with the largest total (what decides whether the plan fits).
+[[nodiscard]] MemoryBreakdown peak_memory(const Plan& plan);
+
+} // namespace trainsim::model

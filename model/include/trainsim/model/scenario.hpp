@@ -1,0 +1,110 @@
+// Plain value structs a scenario is loaded into. After the loader, code trusts them.
+#pragma once
+
+#include "trainsim/model/hardware_profile.hpp"
+#include "trainsim/model/units.hpp"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainsim::model {
+
+enum class FfnType { swiglu, gelu, relu2 };
+enum class Sharding { none, dist_opt, zero1, zero2, zero3, fsdp, hsdp };
+enum class Recompute { none, selective, full };
+enum class IntraFabric { nvswitch, nvlink_bridge, pcie };
+enum class InterFabric { infiniband, roce, ethernet };
+enum class PriceBasis { gpu_hour, machine_month };
+enum class Commitment { on_demand, monthly, quarterly, annual };
+
+// A dense decoder-only transformer.
+struct ModelArch {
+    std::string name;
+    std::string source;  // where the shape comes from (paper, config.json)
+    int layers = 0;
+    int hidden = 0;
+    int heads = 0;
+    int kv_heads = 0;      // == heads for MHA; < heads for GQA
+    int head_dim = 0;      // usually hidden / heads
+    int ffn = 0;           // FFN inner width (per gate/up branch for swiglu)
+    FfnType ffn_type = FfnType::swiglu;
+    int vocab = 0;
+    bool tied_embeddings = false;
+};
+
+struct Training {
+    double tokens = 0;    // tokens to train on
+    int seq_len = 0;      // tokens per sequence
+    int global_batch = 0; // sequences per optimizer step
+    int micro_batch = 1;  // sequences per micro-batch per data-parallel rank
+};
+
+// Parallel layout plus the framework behaviours that change step time. Framework differences
+// are explicit, named properties with documented defaults (a well-tuned Megatron-Core stack).
+struct Parallel {
+    int tp = 1;
+    int pp = 1;
+    int vp = 1;  // virtual pipeline chunks per stage (interleaved 1F1B when > 1)
+    int cp = 1;
+    int dp = 1;  // derived from the GPU count when the scenario says `auto`
+    bool sequence_parallel = false;
+    Sharding sharding = Sharding::dist_opt;
+    Recompute recompute = Recompute::none;
+    bool overlap_grad_reduce = true;   // DP grad reduce in buckets during backward
+    bool overlap_param_gather = true;  // dist-opt / ZeRO param all-gather overlapped with forward
+    bool tp_comm_overlap = false;      // TP collectives overlapped with GEMMs (TE userbuffers)
+    bool fsdp_prefetch = true;         // FSDP/ZeRO-3 gathers of the next layer prefetched
+    double dp_bucket_params = 40e6;    // parameters per DP gradient bucket (Megatron default)
+};
+
+struct Cluster {
+    std::string gpu;  // profile id or path, as written
+    int nodes = 1;
+    int gpus_per_node = 8;
+    IntraFabric intra = IntraFabric::nvswitch;
+    InterFabric inter = InterFabric::infiniband;
+    int nics_per_node = 8;
+    Bandwidth nic_rate = Bandwidth(400e9 / 8);  // per NIC, per direction
+    [[nodiscard]] int num_gpus() const { return nodes * gpus_per_node; }
+};
+
+struct Pricing {
+    PriceBasis basis = PriceBasis::gpu_hour;
+    double rate = 0;               // currency per GPU-hour, or per 8-GPU machine-month
+    std::string currency = "USD";
+    Commitment commitment = Commitment::on_demand;
+    std::map<Commitment, double> discounts;  // fraction off the list rate
+};
+
+// One fully resolved plan: everything the simulator needs, nothing to read from disk.
+struct Plan {
+    std::string name;
+    ModelArch model;
+    Training training;
+    Parallel parallel;
+    Precision precision = Precision::bf16;
+    Cluster cluster;
+    Pricing pricing;
+    HardwareProfile hardware;  // resolved from cluster.gpu (or --profile)
+    [[nodiscard]] int num_gpus() const { return cluster.num_gpus(); }
+    [[nodiscard]] int grad_accum() const {
+        return training.global_batch / (training.micro_batch * parallel.dp);
+    }
+};
+
+struct Scenario {
+    std::string file;
+    std::string title;
+    std::vector<Plan> plans;
+};
+
+[[nodiscard]] std::string to_string(FfnType v);
+[[nodiscard]] std::string to_string(Sharding v);
+[[nodiscard]] std::string to_string(Recompute v);
+[[nodiscard]] std::string to_string(IntraFabric v);
+[[nodiscard]] std::string to_string(InterFabric v);
+[[nodiscard]] std::string to_string(PriceBasis v);
+[[nodiscard]] std::string to_string(Commitment v);
+
+} // namespace trainsim::model

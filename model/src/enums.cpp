@@ -1,0 +1,91 @@
+#include "trainsim/model/errors.hpp"
+#include "trainsim/model/scenario.hpp"
+
+#include <fmt/format.h>
+
+namespace trainsim::model {
+
+std::string to_string(Precision p) {
+    switch (p) {
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+    case Precision::fp8: return "fp8";
+    }
+    return "?";
+}
+std::string to_string(Provenance p) {
+    return p == Provenance::calibrated ? "calibrated" : "datasheet+published";
+}
+std::string to_string(FfnType v) {
+    switch (v) {
+    case FfnType::swiglu: return "swiglu";
+    case FfnType::gelu: return "gelu";
+    case FfnType::relu2: return "relu2";
+    }
+    return "?";
+}
+std::string to_string(Sharding v) {
+    switch (v) {
+    case Sharding::none: return "none";
+    case Sharding::dist_opt: return "dist_opt";
+    case Sharding::zero1: return "zero1";
+    case Sharding::zero2: return "zero2";
+    case Sharding::zero3: return "zero3";
+    case Sharding::fsdp: return "fsdp";
+    case Sharding::hsdp: return "hsdp";
+    }
+    return "?";
+}
+std::string to_string(Recompute v) {
+    switch (v) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+    }
+    return "?";
+}
+std::string to_string(IntraFabric v) {
+    switch (v) {
+    case IntraFabric::nvswitch: return "nvswitch";
+    case IntraFabric::nvlink_bridge: return "nvlink-bridge";
+    case IntraFabric::pcie: return "pcie";
+    }
+    return "?";
+}
+std::string to_string(InterFabric v) {
+    switch (v) {
+    case InterFabric::infiniband: return "infiniband";
+    case InterFabric::roce: return "roce";
+    case InterFabric::ethernet: return "ethernet";
+    }
+    return "?";
+}
+std::string to_string(PriceBasis v) { return v == PriceBasis::gpu_hour ? "gpu_hour" : "machine_month"; }
+std::string to_string(Commitment v) {
+    switch (v) {
+    case Commitment::on_demand: return "on_demand";
+    case Commitment::monthly: return "monthly";
+    case Commitment::quarterly: return "quarterly";
+    case Commitment::annual: return "annual";
+    }
+    return "?";
+}
+
+std::string Diagnostic::format() const {
+    std::string loc = file;
+    if (line > 0) loc += fmt::format(":{}:{}", line, col);
+    return key.empty() ? fmt::format("{}: {}", loc, message) : fmt::format("{}: {}: {}", loc, key, message);
+}
+
+namespace {
+std::string join(const std::string& kind, const std::vector<Diagnostic>& diags) {
+    std::string s = fmt::format("{} {} problem{}:", diags.size(), kind, diags.size() == 1 ? "" : "s");
+    for (const auto& d : diags) s += "\n  " + d.format();
+    return s;
+}
+} // namespace
+
+InputError::InputError(const std::string& what_kind, std::vector<Diagnostic> diags)
+    : std::runtime_error(join(what_kind, diags)), diags_(std::move(diags)) {}
+
+} // namespace trainsim::model

@@ -1,0 +1,37 @@
+#include "trainsim/model/flops.hpp"
+
+namespace trainsim::model {
+
+ParamCounts count_params(const ModelArch& m) {
+    const double h = m.hidden, d = m.head_dim, a = m.heads, g = m.kv_heads, f = m.ffn, v = m.vocab;
+    const double qkv = h * (a * d + 2.0 * g * d);
+    const double out = a * d * h;
+    const double ffn = (m.ffn_type == FfnType::swiglu ? 3.0 : 2.0) * h * f;
+    ParamCounts c;
+    c.per_layer = qkv + out + ffn + 2.0 * h;
+    c.embedding = v * h;
+    c.lm_head = m.tied_embeddings ? 0.0 : v * h;
+    c.final_norm = h;
+    c.non_embedding = m.layers * c.per_layer + c.final_norm;
+    c.total = c.non_embedding + c.embedding + c.lm_head;
+    return c;
+}
+
+double layer_gemm_flops_per_token(const ModelArch& m) {
+    const double h = m.hidden, d = m.head_dim, a = m.heads, g = m.kv_heads, f = m.ffn;
+    const double weights = h * (a * d + 2.0 * g * d) + a * d * h + (m.ffn_type == FfnType::swiglu ? 3.0 : 2.0) * h * f;
+    return 2.0 * weights;
+}
+
+double attention_flops_per_token(const ModelArch& m, int seq_len, bool causal) {
+    // QK^T and PV: 2 GEMMs of 2*s*d FLOPs per query per head over s keys.
+    const double keys = causal ? (seq_len + 1.0) / 2.0 : static_cast<double>(seq_len);
+    return 2.0 * 2.0 * keys * m.head_dim * m.heads;
+}
+
+double model_flops_per_token(const ModelArch& m, int seq_len, bool causal) {
+    const double lm_head = 2.0 * m.hidden * static_cast<double>(m.vocab);
+    return 3.0 * (m.layers * (layer_gemm_flops_per_token(m) + attention_flops_per_token(m, seq_len, causal)) + lm_head);
+}
+
+} // namespace trainsim::model

@@ -1,0 +1,73 @@
+#include "trainsim/model/layout.hpp"
+
+#include <fmt/format.h>
+
+namespace trainsim::model {
+
+int derive_dp(int num_gpus, int tp, int pp, int cp) {
+    const int mp = tp * pp * cp;
+    if (mp <= 0 || num_gpus % mp != 0) return 0;
+    return num_gpus / mp;
+}
+
+std::vector<LayoutProblem> check_layout(const Plan& plan) {
+    std::vector<LayoutProblem> out;
+    const auto& m = plan.model;
+    const auto& p = plan.parallel;
+    const auto& t = plan.training;
+    auto add = [&](std::string key, std::string msg) { out.push_back({std::move(key), std::move(msg)}); };
+
+    for (auto [key, v] : {std::pair{"parallel.tp", p.tp}, {"parallel.pp", p.pp}, {"parallel.vp", p.vp},
+                          {"parallel.cp", p.cp}, {"parallel.dp", p.dp}}) {
+        if (v < 1) add(key, fmt::format("must be at least 1, got {}", v));
+    }
+    if (!out.empty()) return out;  // the divisibility rules below need positive degrees
+
+    if (m.heads % p.tp != 0)
+        add("parallel.tp", fmt::format("tp={} does not divide the {} attention heads of {}", p.tp, m.heads, m.name));
+    if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0)
+        add("parallel.tp", fmt::format("tp={} and the {} KV heads of {} do not divide one another", p.tp,
+                                       m.kv_heads, m.name));
+    if (m.ffn % p.tp != 0)
+        add("parallel.tp", fmt::format("tp={} does not divide the FFN width {} of {}", p.tp, m.ffn, m.name));
+    if (m.layers % (p.pp * p.vp) != 0)
+        add("parallel.pp", fmt::format("pp*vp = {}*{} = {} does not divide the {} layers of {}", p.pp, p.vp,
+                                       p.pp * p.vp, m.layers, m.name));
+    const int gpus = plan.num_gpus();
+    if (p.tp * p.pp * p.cp * p.dp != gpus)
+        add("parallel.dp", fmt::format("tp*pp*cp*dp = {}*{}*{}*{} = {} but the cluster has {} GPUs ({} nodes x {})",
+                                       p.tp, p.pp, p.cp, p.dp, p.tp * p.pp * p.cp * p.dp, gpus, plan.cluster.nodes,
+                                       plan.cluster.gpus_per_node));
+    if (t.micro_batch < 1) add("training.micro_batch", "must be at least 1");
+    else if (t.global_batch % (t.micro_batch * p.dp) != 0)
+        add("training.global_batch",
+            fmt::format("global batch {} is not a multiple of micro_batch*dp = {}*{} = {}", t.global_batch,
+                        t.micro_batch, p.dp, t.micro_batch * p.dp));
+    else if (p.vp > 1 && plan.grad_accum() % p.pp != 0)
+        add("parallel.vp", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of pp={}",
+                                       plan.grad_accum(), p.pp));
+    if (p.vp > 1 && p.pp < 2) add("parallel.vp", "vp > 1 (interleaving) needs pp > 1");
+    if (p.cp > 1 && t.seq_len % (2 * p.cp) != 0)
+        add("parallel.cp", fmt::format("seq_len {} is not a multiple of 2*cp = {} (load-balanced causal CP)",
+                                       t.seq_len, 2 * p.cp));
+    if (p.sequence_parallel && p.tp < 2) add("parallel.sequence_parallel", "sequence parallelism needs tp > 1");
+    if (p.pp > 1 && (p.sharding == Sharding::zero2 || p.sharding == Sharding::zero3 ||
+                     p.sharding == Sharding::fsdp || p.sharding == Sharding::hsdp))
+        add("parallel.sharding", fmt::format("sharding '{}' shards gradients across micro-batches and cannot be "
+                                             "combined with pipeline parallelism (pp={})",
+                                             to_string(p.sharding), p.pp));
+    if (p.sharding == Sharding::hsdp && p.dp % plan.cluster.gpus_per_node != 0 && p.dp > plan.cluster.gpus_per_node)
+        add("parallel.sharding", "hsdp shards within a node: dp must be a multiple of gpus_per_node");
+    if (!plan.hardware.dense_peak.contains(plan.precision)) {
+        auto it = plan.hardware.unsupported_reason.find(plan.precision);
+        add("precision", fmt::format("{} is not supported on {}: {}", to_string(plan.precision), plan.hardware.name,
+                                     it != plan.hardware.unsupported_reason.end()
+                                         ? it->second
+                                         : std::string("the profile gives no dense peak for it")));
+    }
+    if (t.seq_len < 1) add("training.seq_len", "must be at least 1");
+    if (t.tokens <= 0) add("training.tokens", "must be positive");
+    return out;
+}
+
+} // namespace trainsim::model

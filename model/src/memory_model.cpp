@@ -1,0 +1,149 @@
+#include "trainsim/model/memory_model.hpp"
+
+#include "trainsim/model/flops.hpp"
+#include "trainsim/model/workload.hpp"
+
+#include <algorithm>
+
+namespace trainsim::model {
+
+Bytes layer_activation_bytes(const ModelArch& m, int seq_len, int micro_batch, int tp, bool sp, int cp,
+                             Recompute recompute, Precision precision, const ActivationOptions& opt) {
+    const double T = static_cast<double>(micro_batch) * seq_len / cp;  // tokens on this rank
+    const double h = m.hidden, a = m.heads, g = m.kv_heads, d = m.head_dim, f = m.ffn;
+    const double t = tp;
+    const double rep = sp ? 1.0 / t : 1.0;  // parts replicated across TP ranks unless SP splits them
+    if (recompute == Recompute::full) return Bytes(2.0 * T * h * rep);  // only the layer input
+
+    // GEMM inputs saved for the weight gradient: FP8 recipes keep the FP8 copy (1 byte).
+    const double gemm_in = precision == Precision::fp8 ? 1.0 : 2.0;
+    const double mask = opt.dropout ? 1.0 : 0.0;
+    double replicated = 0;
+    replicated += 2.0 * T * h;      // LN1 input (residual stream)
+    replicated += gemm_in * T * h;  // QKV input (LN1 output)
+    replicated += mask * T * h;     // attention-output dropout mask
+    replicated += 2.0 * T * h;      // LN2 input
+    replicated += gemm_in * T * h;  // FC1 input (LN2 output)
+    replicated += mask * T * h;     // MLP dropout mask
+
+    double sharded = 0;
+    sharded += 2.0 * T * (a + 2.0 * g) * d / t;  // Q, K, V
+    sharded += 2.0 * T * a * d / t;              // attention output = out-proj input
+    const bool gated = m.ffn_type == FfnType::swiglu;
+    sharded += (gated ? 4.0 : 2.0) * T * f / t;  // activation-function input(s)
+    sharded += gemm_in * T * f / t;              // FC2 input (activation output)
+
+    // Attention core: with flash attention only the FP32 log-sum-exp per query and head;
+    // otherwise the softmax output (2 B), and with dropout its mask (1 B) and output (2 B),
+    // over s/cp queries x s keys — unless selective recompute rebuilds them.
+    double core = 0;
+    if (opt.flash_attention) {
+        core = 4.0 * T * a / t;
+    } else if (recompute != Recompute::selective) {
+        const double scores = a / t * static_cast<double>(micro_batch) * (seq_len / static_cast<double>(cp)) * seq_len;
+        core = scores * (2.0 + (opt.dropout ? 3.0 : 0.0));
+    }
+    return Bytes(replicated * rep + sharded + core);
+}
+
+namespace {
+
+bool per_layer_sharding(Sharding s) { return s == Sharding::zero3 || s == Sharding::fsdp || s == Sharding::hsdp; }
+
+} // namespace
+
+MemoryBreakdown stage_memory(const Plan& plan, int stage) {
+    const auto& m = plan.model;
+    const auto& p = plan.parallel;
+    const auto pc = count_params(m);
+    const int layers_per_stage = m.layers / p.pp;
+    const bool first = stage == 0, last = stage == p.pp - 1;
+
+    MemoryBreakdown mb;
+    mb.stage = stage;
+    double local = layers_per_stage * pc.per_layer / p.tp;
+    if (first) local += pc.embedding / p.tp;
+    if (last) local += (m.tied_embeddings ? (p.pp > 1 ? pc.embedding : 0.0) : pc.lm_head) / p.tp + pc.final_norm;
+    mb.local_params = local;
+
+    const int dp_group = p.dp * p.cp;
+    const int gpn_tp = std::max(1, plan.cluster.gpus_per_node / p.tp);
+    const double shard = p.sharding == Sharding::hsdp ? std::min(dp_group, gpn_tp) : dp_group;
+    const double unit = pc.per_layer / p.tp;  // one FSDP unit (a layer)
+
+    // Bytes per parameter (Megatron-LM docs/distrib_optimizer.md table; ZeRO paper Sec. 3):
+    // BF16 weights 2, gradients 4 (FP32 main grads, Megatron) or 2 (ZeRO/FSDP), FP32 master 4 + Adam 8.
+    switch (p.sharding) {
+    case Sharding::none:
+        mb.weights = Bytes(2.0 * local);
+        mb.gradients = Bytes(4.0 * local);
+        mb.optimizer = Bytes(12.0 * local);
+        break;
+    case Sharding::dist_opt:
+        mb.weights = Bytes(2.0 * local);
+        mb.gradients = Bytes(4.0 * local);
+        mb.optimizer = Bytes(12.0 * local / dp_group);
+        break;
+    case Sharding::zero1:
+        mb.weights = Bytes(2.0 * local);
+        mb.gradients = Bytes(2.0 * local);
+        mb.optimizer = Bytes(12.0 * local / dp_group);
+        break;
+    case Sharding::zero2:
+        mb.weights = Bytes(2.0 * local);
+        mb.gradients = Bytes(2.0 * local / dp_group);
+        mb.optimizer = Bytes(12.0 * local / dp_group);
+        break;
+    case Sharding::zero3:
+    case Sharding::fsdp:
+    case Sharding::hsdp:
+        // Shards plus the gathered working copies: the unit in use and the one prefetched,
+        // with their unsharded gradients before the reduce-scatter.
+        mb.weights = Bytes(2.0 * local / shard + 2.0 * unit * (p.fsdp_prefetch ? 2.0 : 1.0));
+        mb.gradients = Bytes(2.0 * local / shard + 2.0 * unit);
+        mb.optimizer = Bytes(12.0 * local / shard);
+        break;
+    }
+    if (plan.precision == Precision::fp8) {
+        // TE keeps an FP8 copy of every GEMM weight and its transpose (1 B each).
+        mb.fp8_buffers = Bytes(2.0 * (layers_per_stage * pc.per_layer / p.tp) /
+                               (per_layer_sharding(p.sharding) ? shard / 2.0 : 1.0));
+    }
+
+    // Activations: the layers of every (micro-batch, chunk) forward pass held at the peak of this
+    // stage's schedule (1F1B: pp - stage for the first chunk), plus under full recompute the one
+    // layer being recomputed, plus the loss buffers of one micro-batch on the last stage.
+    const auto schedule = pipeline_schedule(stage, p.pp, p.vp, plan.grad_accum());
+    mb.inflight_microbatches = peak_inflight_chunks(schedule);
+    const int layers_per_chunk = m.layers / (p.pp * p.vp);
+    const auto& t = plan.training;
+    const Bytes per_layer =
+        layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp, p.recompute, plan.precision);
+    double act = per_layer.value() * layers_per_chunk * mb.inflight_microbatches;
+    if (p.recompute == Recompute::full) {
+        act += layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp, Recompute::none,
+                                      plan.precision)
+                   .value();
+    }
+    const double tokens = static_cast<double>(t.micro_batch) * t.seq_len / p.cp;
+    if (last) act += tokens * (m.vocab / static_cast<double>(p.tp)) * (2.0 + 4.0);  // BF16 logits + FP32 softmax
+    if (first) act += 2.0 * tokens * m.hidden * mb.inflight_microbatches / (p.sequence_parallel ? p.tp : 1);
+    mb.activations = Bytes(act);
+
+    // cuBLAS(Lt) workspace: 32 MiB on Hopper, as Transformer Engine sets it. Gradient buckets
+    // live inside the contiguous gradient buffer counted above.
+    mb.workspace = mib(32.0);
+    mb.reserved = plan.hardware.reserved_memory;
+    return mb;
+}
+
+MemoryBreakdown peak_memory(const Plan& plan) {
+    MemoryBreakdown best = stage_memory(plan, 0);
+    for (int s = 1; s < plan.parallel.pp; ++s) {
+        auto b = stage_memory(plan, s);
+        if (b.total() > best.total()) best = b;
+    }
+    return best;
+}
+
+} // namespace trainsim::model

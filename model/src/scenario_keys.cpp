@@ -1,0 +1,146 @@
+// The one table of scenario keys (docs/formats.md section 1). The loader rejects every key that
+// is not listed here, applies the defaults written here and parses each value by its type here;
+// `trainsim keys` prints this table. To add a key: add a row here and its binding in loader.cpp
+// (the loader checks that the two agree).
+//
+// Conventions of the `default_value` column:
+//   - a literal YAML value ("1", "auto", "400 Gbit/s"): the loader parses it like a written value;
+//   - text in parentheses ("(heads)"): derived by the loader, explained in the description;
+//   - empty: no default (the key is required, or it is optional and simply absent).
+// Types: section (a map of keys), list, string, path, int, int|auto, bool, count (SI suffix
+// allowed), fraction ("15%" or 0.15), number (plain), bandwidth (with unit), enum, model.
+#include "trainsim/model/loader.hpp"
+
+#include <string>
+#include <vector>
+
+namespace trainsim::model {
+namespace {
+
+// The spellings of an enum, in enumerator order (the enums are contiguous from 0).
+template <class E> std::vector<std::string> spellings(int count) {
+    std::vector<std::string> out;
+    for (int i = 0; i < count; ++i) out.push_back(to_string(static_cast<E>(i)));
+    return out;
+}
+
+// Row builders: an optional key with its default, a required key, an enum.
+KeySpec key(std::string path, std::string type, std::string unit, std::string default_value,
+            std::string description) {
+    KeySpec k;
+    k.path = std::move(path);
+    k.type = std::move(type);
+    k.unit = std::move(unit);
+    k.default_value = std::move(default_value);
+    k.description = std::move(description);
+    return k;
+}
+
+KeySpec required(std::string path, std::string type, std::string unit, std::string description) {
+    KeySpec k = key(std::move(path), std::move(type), std::move(unit), "", std::move(description));
+    k.required = true;
+    return k;
+}
+
+KeySpec one_of(std::string path, std::vector<std::string> allowed, std::string default_value,
+               std::string description) {
+    KeySpec k = key(std::move(path), "enum", "", std::move(default_value), std::move(description));
+    k.allowed = std::move(allowed);
+    return k;
+}
+
+std::vector<KeySpec> make_table() {
+    return {
+        // --- top level ---
+        key("title", "string", "", "(file name)", "Scenario title; names the only plan when there is no `plans` list"),
+        key("description", "string", "", "", "Free text describing the question the scenario answers"),
+        required("model", "model", "",
+                 "The model: a preset id (models/<id>.yaml) or a map with `preset`, `hf_config` or the inline keys "
+                 "below. A plan's `model` replaces the default model entirely"),
+        // --- model (map form) ---
+        key("model.preset", "string", "", "",
+            "Preset id (models/<id>.yaml); inline keys written next to it override the preset's values"),
+        key("model.hf_config", "path", "", "",
+            "Hugging Face config.json (llama, mistral, qwen2), relative to the scenario file; stands alone"),
+        key("model.name", "string", "", "custom", "Model name shown in reports"),
+        key("model.source", "string", "", "", "Where the shape comes from (paper, config.json)"),
+        required("model.layers", "int", "", "Transformer layers (inline form)"),
+        required("model.hidden", "int", "", "Hidden size (model width) (inline form)"),
+        required("model.heads", "int", "", "Attention (query) heads (inline form)"),
+        key("model.kv_heads", "int", "", "(heads)", "Key/value heads: = heads for MHA, fewer for GQA / MQA"),
+        key("model.head_dim", "int", "", "(hidden/heads)", "Width of one attention head"),
+        required("model.ffn", "int", "", "FFN inner width (per gate/up branch for swiglu) (inline form)"),
+        one_of("model.ffn_type", spellings<FfnType>(3), "swiglu", "FFN kind"),
+        required("model.vocab", "int", "", "Vocabulary size (inline form)"),
+        key("model.tied_embeddings", "bool", "", "false", "Input embedding and LM head share one matrix"),
+        // --- training ---
+        key("training", "section", "", "", "What is trained: tokens, sequence length, batch sizes"),
+        required("training.tokens", "count", "tokens", "Tokens to train on (e.g. 1T, 500B)"),
+        required("training.seq_len", "int", "tokens", "Tokens per sequence"),
+        required("training.global_batch", "int", "sequences", "Sequences per optimizer step"),
+        key("training.micro_batch", "int", "sequences", "1",
+            "Sequences per micro-batch per data-parallel rank; gradient accumulation = "
+            "global_batch / (micro_batch * dp)"),
+        // --- parallel ---
+        key("parallel", "section", "", "", "Parallel layout and the framework behaviours that change step time"),
+        key("parallel.tp", "int", "", "1", "Tensor-parallel degree"),
+        key("parallel.pp", "int", "", "1", "Pipeline-parallel degree (stages)"),
+        key("parallel.vp", "int", "", "1", "Virtual pipeline chunks per stage (interleaved 1F1B when > 1)"),
+        key("parallel.cp", "int", "", "1", "Context-parallel degree (ring attention over the sequence)"),
+        key("parallel.dp", "int|auto", "", "auto", "Data-parallel degree; `auto` = GPUs / (tp*pp*cp)"),
+        key("parallel.sequence_parallel", "bool", "", "false",
+            "Megatron sequence parallelism (norms/dropout sharded over tp; needs tp > 1)"),
+        one_of("parallel.sharding", spellings<Sharding>(7), "dist_opt",
+               "Optimizer / gradient / parameter sharding across data-parallel ranks"),
+        one_of("parallel.recompute", spellings<Recompute>(3), "none", "Activation recomputation policy"),
+        key("parallel.overlap_grad_reduce", "bool", "", "true",
+            "Data-parallel gradient reduction in buckets overlapped with backward"),
+        key("parallel.overlap_param_gather", "bool", "", "true",
+            "Distributed-optimizer / ZeRO parameter all-gather overlapped with forward"),
+        key("parallel.tp_comm_overlap", "bool", "", "false",
+            "TP collectives overlapped with GEMMs (Transformer Engine userbuffers)"),
+        key("parallel.fsdp_prefetch", "bool", "", "true", "FSDP / ZeRO-3 gathers of the next layer prefetched"),
+        key("parallel.dp_bucket_params", "count", "parameters", "40M",
+            "Parameters per data-parallel gradient bucket (Megatron default 40M)"),
+        // --- precision ---
+        one_of("precision", spellings<Precision>(3), "bf16",
+               "Precision of the GEMMs (fp8: E4M3 forward, E5M2 gradients)"),
+        // --- cluster ---
+        key("cluster", "section", "", "", "The machines: GPU profile, node count and fabrics"),
+        required("cluster.gpu", "string", "",
+                 "Hardware profile id (hardware/<id>.yaml) or path to a profile (relative to the scenario "
+                 "file); not required with --profile"),
+        key("cluster.nodes", "int", "", "1", "Number of nodes"),
+        key("cluster.gpus_per_node", "int", "", "(profile node.gpus_per_node)", "GPUs per node"),
+        one_of("cluster.intra_node", spellings<IntraFabric>(3), "nvswitch", "Fabric between the GPUs of a node"),
+        one_of("cluster.inter_node", spellings<InterFabric>(3), "infiniband", "Fabric between nodes"),
+        key("cluster.nics_per_node", "int", "", "8", "Network interfaces per node (0 for a single node)"),
+        key("cluster.nic_rate", "bandwidth", "bit/s or B/s", "400 Gbit/s", "Line rate per NIC, per direction"),
+        // --- pricing ---
+        key("pricing", "section", "", "", "What the GPUs cost"),
+        one_of("pricing.basis", spellings<PriceBasis>(2), "gpu_hour",
+               "What `rate` is charged for (machine_month: an 8-GPU machine)"),
+        key("pricing.rate", "number", "currency", "0",
+            "List price per GPU-hour or per machine-month, a plain number (0: cost reported as 0)"),
+        key("pricing.currency", "string", "", "USD", "Currency of `rate`"),
+        one_of("pricing.commitment", spellings<Commitment>(4), "on_demand", "Commitment the discount applies to"),
+        key("pricing.discounts", "section", "", "", "Fraction off the list rate per commitment"),
+        key("pricing.discounts.monthly", "fraction", "", "0%", "Discount for a monthly commitment"),
+        key("pricing.discounts.quarterly", "fraction", "", "0%", "Discount for a quarterly commitment"),
+        key("pricing.discounts.annual", "fraction", "", "0%", "Discount for an annual commitment"),
+        // --- plans ---
+        key("plans", "list", "", "",
+            "Plans to compare; each overrides the top-level sections key by key (its `model` replaces the model)"),
+        required("plans[].name", "string", "", "Plan name, unique and non-empty"),
+    };
+}
+
+} // namespace
+
+const std::vector<KeySpec>& scenario_keys() {
+    // Built once, never modified: a constant table, not a registry.
+    static const std::vector<KeySpec> table = make_table();
+    return table;
+}
+
+} // namespace trainsim::model

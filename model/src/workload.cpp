@@ -1,0 +1,798 @@
+// Plan -> per-stage op programs. Shapes follow Megatron-Core / Transformer Engine (docs/model.md):
+// tokens per rank T = micro_batch * seq_len / cp; with sequence parallelism norms, residuals and
+// dropout-free elementwise ops work on T / tp tokens; column-parallel GEMMs see all T tokens.
+#include "trainsim/model/workload.hpp"
+
+#include "trainsim/model/flops.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <stdexcept>
+
+namespace trainsim::model {
+
+std::size_t OpGraph::op_count() const {
+    std::size_t n = 0;
+    for (const auto& s : stages) n += s.ops.size();
+    return n;
+}
+
+std::vector<ScheduleItem> pipeline_schedule(int stage, int pp, int vp, int microbatches) {
+    std::vector<ScheduleItem> out;
+    const int total = microbatches * vp;
+    out.reserve(static_cast<std::size_t>(2 * total));
+    // Megatron-LM schedules.py: forward_backward_pipelining_with(out)_interleaving.
+    int warmup = 0;
+    if (vp == 1) {
+        warmup = std::min(pp - stage - 1, microbatches);
+    } else if (microbatches == pp) {
+        warmup = total;  // "all warm-up" case of the interleaved schedule
+    } else {
+        warmup = std::min((pp - stage - 1) * 2 + (vp - 1) * pp, total);
+    }
+    auto item = [&](int k, bool fwd) {
+        const int group = k / pp;
+        const int chunk_in_order = group % vp;
+        ScheduleItem it;
+        it.forward = fwd;
+        it.chunk = fwd ? chunk_in_order : vp - 1 - chunk_in_order;
+        it.microbatch = (k / (pp * vp)) * pp + k % pp;
+        return it;
+    };
+    for (int k = 0; k < warmup; ++k) out.push_back(item(k, true));
+    for (int i = 0; i < total - warmup; ++i) {
+        out.push_back(item(warmup + i, true));
+        out.push_back(item(i, false));
+    }
+    for (int k = total - warmup; k < total; ++k) out.push_back(item(k, false));
+    return out;
+}
+
+int peak_inflight_chunks(const std::vector<ScheduleItem>& schedule) {
+    int live = 0, peak = 0;
+    for (const auto& it : schedule) {
+        live += it.forward ? 1 : -1;
+        peak = std::max(peak, live);
+    }
+    return peak;
+}
+
+namespace {
+
+constexpr double kActBytes = 2.0;  // BF16 activations and activation gradients
+
+// Bytes per element of a GEMM operand in the plan's precision (FP8 GEMMs read 1-byte operands).
+double operand_bytes(Precision p) { return p == Precision::fp8 ? 1.0 : 2.0; }
+
+// Index of a proto within OpGraph::protos.
+using ProtoId = std::uint32_t;
+
+struct SublayerComm {
+    ProtoId fwd_gather = 0;   // SP: all-gather before the column-parallel GEMM
+    ProtoId fwd_reduce = 0;   // all-reduce (no SP) / reduce-scatter (SP) after the row-parallel GEMM
+    ProtoId bwd_gather = 0;   // SP: all-gather of the output gradient before the row-parallel dgrad
+    ProtoId bwd_reduce = 0;   // all-reduce / reduce-scatter of the column-parallel input gradient
+};
+
+// Every proto one transformer layer needs, made once (all layers are identical).
+struct LayerProtos {
+    ProtoId ln1, rope, attn_fwd, attn_bwd, qkv, qkv_dgrad, qkv_wgrad, out, out_dgrad, out_wgrad;
+    ProtoId res_ln2, act, fc1, fc1_dgrad, fc1_wgrad, fc2, fc2_dgrad, fc2_wgrad, residual;
+    ProtoId ln1_bwd, ln2_bwd, act_bwd, rope_bwd;
+    ProtoId fp8_cast_fwd = 0, fp8_cast_bwd = 0;
+    ProtoId cp_kv_gather = 0, cp_dkv_reduce = 0;
+    ProtoId sp_input_regather = 0;  // SP: all-gather of a saved input for the wgrad GEMM
+    SublayerComm attn_comm, mlp_comm;
+};
+
+struct HeadProtos {
+    ProtoId embed_fwd, embed_bwd, embed_comm_fwd = 0, embed_comm_bwd = 0;
+    ProtoId final_ln, head_gather = 0, head, loss, loss_comm = 0, loss_bwd, head_dgrad, head_wgrad, head_reduce = 0;
+};
+
+// A contiguous set of parameters reduced / gathered together (Megatron DDP bucket).
+struct Bucket {
+    double params = 0;
+    int chunk = 0;
+    std::vector<int> units;  // unit ids in backward order (layers, embedding, head)
+};
+
+class Builder {
+public:
+    explicit Builder(const Plan& plan) : plan_(plan), m_(plan.model), p_(plan.parallel) {
+        g_.tp = p_.tp;
+        g_.pp = p_.pp;
+        g_.vp = p_.vp;
+        g_.cp = p_.cp;
+        g_.dp = p_.dp;
+        g_.microbatches = plan.grad_accum();
+        g_.hsdp_shard = std::min(p_.dp * p_.cp, std::max(1, plan.cluster.gpus_per_node / (p_.tp)));
+        tokens_ = static_cast<std::int64_t>(plan.training.micro_batch) * plan.training.seq_len / p_.cp;
+        sp_tokens_ = p_.sequence_parallel ? tokens_ / p_.tp : tokens_;
+        layers_per_chunk_ = m_.layers / (p_.pp * p_.vp);
+        params_ = count_params(m_);
+        add_proto(OpProto{});  // id 0 = "none" for optional collectives
+        make_layer_protos();
+        make_head_protos();
+    }
+
+    OpGraph build() {
+        for (int stage = 0; stage < p_.pp; ++stage) g_.stages.push_back(build_stage(stage));
+        return std::move(g_);
+    }
+
+private:
+    // ---------- protos ----------
+    ProtoId add_proto(OpProto p) {
+        g_.protos.push_back(std::move(p));
+        return static_cast<ProtoId>(g_.protos.size() - 1);
+    }
+    ProtoId gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, Precision prec) {
+        OpProto p;
+        p.kind = OpKind::gemm;
+        p.name = std::move(name);
+        p.precision = prec;
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        p.flops = Flops(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
+        const double ob = operand_bytes(prec);
+        p.bytes = Bytes(ob * static_cast<double>(m * k + k * n) + kActBytes * static_cast<double>(m * n));
+        return add_proto(std::move(p));
+    }
+    ProtoId memory(std::string name, double bytes) {
+        OpProto p;
+        p.kind = OpKind::memory;
+        p.name = std::move(name);
+        p.bytes = Bytes(bytes);
+        return add_proto(std::move(p));
+    }
+    ProtoId collective(std::string name, CollectiveOp op, Group group, double bytes) {
+        // Per-bucket and per-unit collectives repeat with few distinct sizes: share protos.
+        const auto key = std::make_tuple(name, op, group, bytes);
+        if (auto it = collective_cache_.find(key); it != collective_cache_.end()) return it->second;
+        const ProtoId id = make_collective(std::move(name), op, group, bytes);
+        collective_cache_.emplace(key, id);
+        return id;
+    }
+    ProtoId make_collective(std::string name, CollectiveOp op, Group group, double bytes) {
+        OpProto p;
+        p.kind = OpKind::collective;
+        p.name = std::move(name);
+        p.collective = op;
+        p.group = group;
+        p.bytes = Bytes(bytes);
+        return add_proto(std::move(p));
+    }
+    ProtoId p2p(std::string name, OpKind kind, double bytes) {
+        OpProto p;
+        p.kind = kind;
+        p.name = std::move(name);
+        p.collective = CollectiveOp::send_recv;
+        p.group = Group::pp;
+        p.bytes = Bytes(bytes);
+        return add_proto(std::move(p));
+    }
+    ProtoId attention(std::string name, bool fwd) {
+        OpProto p;
+        p.kind = fwd ? OpKind::attention_fwd : OpKind::attention_bwd;
+        p.name = std::move(name);
+        p.precision = Precision::bf16;  // TE keeps dot-product attention in BF16 by default
+        p.batch_heads = static_cast<std::int64_t>(plan_.training.micro_batch) * (m_.heads / p_.tp);
+        p.seq_q = plan_.training.seq_len / p_.cp;
+        p.seq_kv = plan_.training.seq_len;
+        p.head_dim = m_.head_dim;
+        p.causal = true;
+        // Causal flash attention: QK^T and PV over the lower triangle, split evenly over CP
+        // ranks by the load-balanced (2*cp chunk) layout. Backward does 5 GEMMs to forward's 2.
+        const double s = plan_.training.seq_len;
+        const double fwd_flops = 4.0 * static_cast<double>(p.batch_heads) * m_.head_dim * s * (s + 1.0) / 2.0 / p_.cp;
+        p.flops = Flops(fwd ? fwd_flops : 2.5 * fwd_flops);
+        // Q, K, V, O (and dO, dQ, dK, dV in backward) streamed once.
+        const double qkvo = kActBytes * static_cast<double>(tokens_) * (2.0 * m_.heads + 2.0 * m_.kv_heads) *
+                            m_.head_dim / p_.tp;
+        p.bytes = Bytes(fwd ? qkvo : 2.0 * qkvo);
+        return add_proto(std::move(p));
+    }
+
+    SublayerComm sublayer_comm(const std::string& name) {
+        SublayerComm c;
+        if (p_.tp == 1) return c;
+        const double full = kActBytes * static_cast<double>(tokens_) * m_.hidden;  // [T, h] in BF16
+        if (p_.sequence_parallel) {
+            c.fwd_gather = collective(name + "_sp_ag", CollectiveOp::all_gather, Group::tp, full);
+            c.fwd_reduce = collective(name + "_sp_rs", CollectiveOp::reduce_scatter, Group::tp, full);
+            c.bwd_gather = collective(name + "_sp_ag_grad", CollectiveOp::all_gather, Group::tp, full);
+            c.bwd_reduce = collective(name + "_sp_rs_grad", CollectiveOp::reduce_scatter, Group::tp, full);
+        } else {
+            c.fwd_reduce = collective(name + "_tp_ar", CollectiveOp::all_reduce, Group::tp, full);
+            c.bwd_reduce = collective(name + "_tp_ar_grad", CollectiveOp::all_reduce, Group::tp, full);
+        }
+        return c;
+    }
+
+    void make_layer_protos() {
+        const Precision gp = plan_.precision == Precision::fp8 ? Precision::fp8 : plan_.precision;
+        const std::int64_t T = tokens_;
+        const double Ts = static_cast<double>(sp_tokens_);
+        const std::int64_t h = m_.hidden;
+        const std::int64_t qkv_n = static_cast<std::int64_t>(m_.heads + 2 * m_.kv_heads) * m_.head_dim / p_.tp;
+        const std::int64_t attn_n = static_cast<std::int64_t>(m_.heads) * m_.head_dim / p_.tp;
+        const std::int64_t f = m_.ffn / p_.tp;
+        const bool gated = m_.ffn_type == FfnType::swiglu;
+        const std::int64_t fc1_n = gated ? 2 * f : f;
+        const double norm_out = plan_.precision == Precision::fp8 ? 1.0 : kActBytes;  // LN writes FP8 in TE
+        const auto Td = static_cast<double>(T), hd = static_cast<double>(h), fd = static_cast<double>(f);
+        const auto qkvd = static_cast<double>(qkv_n), attnd = static_cast<double>(attn_n), fc1d = static_cast<double>(fc1_n);
+        const double qk_heads = m_.heads + m_.kv_heads;
+
+        auto& L = lp_;
+        // Norm: read x, write y. Residual add: read 2, write 1.
+        L.ln1 = memory("ln1", Ts * hd * (kActBytes + norm_out));
+        L.qkv = gemm("qkv", T, qkv_n, h, gp);
+        L.rope = memory("rope", 2.0 * kActBytes * Td * qk_heads * m_.head_dim / p_.tp);
+        L.attn_fwd = attention("attn_fwd", true);
+        L.attn_bwd = attention("attn_bwd", false);
+        L.out = gemm("attn_out", T, h, attn_n, gp);
+        L.res_ln2 = memory("residual_ln2", Ts * hd * (3.0 * kActBytes + kActBytes + norm_out));
+        L.fc1 = gemm("fc1", T, fc1_n, h, gp);
+        L.act = memory(gated ? "swiglu" : (m_.ffn_type == FfnType::gelu ? "gelu" : "relu2"),
+                       Td * fd * ((gated ? 2.0 : 1.0) * kActBytes + norm_out));
+        L.fc2 = gemm("fc2", T, h, f, gp);
+        L.residual = memory("residual", Ts * hd * 3.0 * kActBytes);
+        // Backward GEMMs: dgrad dX = dY W^T, wgrad dW = X^T dY (k = tokens).
+        L.qkv_dgrad = gemm("qkv_dgrad", T, h, qkv_n, gp);
+        L.qkv_wgrad = gemm("qkv_wgrad", qkv_n, h, T, gp);
+        L.out_dgrad = gemm("attn_out_dgrad", T, attn_n, h, gp);
+        L.out_wgrad = gemm("attn_out_wgrad", h, attn_n, T, gp);
+        L.fc1_dgrad = gemm("fc1_dgrad", T, h, fc1_n, gp);
+        L.fc1_wgrad = gemm("fc1_wgrad", fc1_n, h, T, gp);
+        L.fc2_dgrad = gemm("fc2_dgrad", T, f, h, gp);
+        L.fc2_wgrad = gemm("fc2_wgrad", h, f, T, gp);
+        // Norm backward: read x, dy, residual grad; write dx. Activation backward reads its
+        // inputs and the output gradient and writes the input gradients.
+        L.ln1_bwd = memory("ln1_bwd", Ts * hd * 4.0 * kActBytes);
+        L.ln2_bwd = memory("ln2_bwd", Ts * hd * 4.0 * kActBytes);
+        L.act_bwd = memory("act_bwd", Td * fd * kActBytes * (gated ? 5.0 : 3.0));
+        L.rope_bwd = memory("rope_bwd", 2.0 * kActBytes * Td * qk_heads * m_.head_dim / p_.tp);
+        if (plan_.precision == Precision::fp8) {
+            // Transformer Engine FP8: the out-proj and fc2 inputs are cast (read BF16, write FP8 and
+            // its transpose); the LN outputs are cast inside the fused LN. Backward: every GEMM's
+            // output gradient is cast-transposed (read BF16, write E5M2 and its transpose).
+            const double fwd_elems = Td * (attnd + fd) + 2.0 * Td * hd;
+            L.fp8_cast_fwd = memory("fp8_cast_transpose", fwd_elems * (kActBytes + 2.0) - 2.0 * Td * hd * kActBytes);
+            const double bwd_elems = Td * (qkvd + hd + fc1d + hd);
+            L.fp8_cast_bwd = memory("fp8_cast_transpose_grad", bwd_elems * (kActBytes + 2.0));
+        }
+        if (p_.cp > 1) {
+            // Ring attention: every rank receives the K and V of the other cp-1 ranks (an
+            // all-gather in traffic terms) and, in backward, sends back their gradients.
+            const double kv = kActBytes * static_cast<double>(plan_.training.micro_batch) * plan_.training.seq_len *
+                              2.0 * m_.kv_heads * m_.head_dim / p_.tp;
+            L.cp_kv_gather = collective("cp_kv_ag", CollectiveOp::all_gather, Group::cp, kv);
+            L.cp_dkv_reduce = collective("cp_dkv_rs", CollectiveOp::reduce_scatter, Group::cp, kv);
+        }
+        if (p_.sequence_parallel) {
+            L.sp_input_regather = collective("sp_input_ag_wgrad", CollectiveOp::all_gather, Group::tp,
+                                             kActBytes * Td * hd);
+        }
+        L.attn_comm = sublayer_comm("attn");
+        L.mlp_comm = sublayer_comm("mlp");
+    }
+
+    void make_head_protos() {
+        const std::int64_t T = tokens_;
+        const double Ts = static_cast<double>(sp_tokens_);
+        const std::int64_t h = m_.hidden;
+        const std::int64_t v = (m_.vocab + p_.tp - 1) / p_.tp;  // vocab-parallel, padded
+        const auto Td = static_cast<double>(T), hd = static_cast<double>(h), vd = static_cast<double>(v);
+        auto& H = hp_;
+        H.embed_fwd = memory("embedding", Td * hd * 2.0 * kActBytes);
+        H.embed_bwd = memory("embedding_bwd", Td * hd * (kActBytes + 2.0 * 4.0));
+        if (p_.tp > 1) {
+            const double full = kActBytes * Td * hd;
+            H.embed_comm_fwd = collective(p_.sequence_parallel ? "embed_sp_rs" : "embed_tp_ar",
+                                          p_.sequence_parallel ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
+                                          Group::tp, full);
+            if (p_.sequence_parallel)
+                H.embed_comm_bwd = collective("embed_sp_ag_grad", CollectiveOp::all_gather, Group::tp, full);
+            H.head_gather = p_.sequence_parallel
+                                ? collective("head_sp_ag", CollectiveOp::all_gather, Group::tp, full)
+                                : 0;
+            H.head_reduce = collective(p_.sequence_parallel ? "head_sp_rs_grad" : "head_tp_ar_grad",
+                                       p_.sequence_parallel ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
+                                       Group::tp, full);
+            // Vocab-parallel cross-entropy: all-reduce of the max, the sum of exponentials and
+            // the target logit per token (3 x FP32).
+            H.loss_comm = collective("loss_tp_ar", CollectiveOp::all_reduce, Group::tp, 3.0 * 4.0 * Td);
+        }
+        H.final_ln = memory("final_ln", Ts * hd * 2.0 * kActBytes);
+        // Megatron's output layer is a plain ColumnParallelLinear: BF16 even in FP8 recipes.
+        const Precision hp = plan_.precision == Precision::fp8 ? Precision::bf16 : plan_.precision;
+        H.head = gemm("lm_head", T, v, h, hp);
+        H.head_dgrad = gemm("lm_head_dgrad", T, h, v, hp);
+        H.head_wgrad = gemm("lm_head_wgrad", v, h, T, hp);
+        // Cross-entropy in FP32 over the local logits: read BF16 logits, write FP32 softmax;
+        // backward reads it and writes the BF16 logit gradient.
+        H.loss = memory("cross_entropy", Td * vd * (kActBytes + 4.0));
+        H.loss_bwd = memory("cross_entropy_bwd", Td * vd * (4.0 + kActBytes));
+    }
+
+    // ---------- per-stage program ----------
+    struct StageState {
+        StageProgram prog;
+        std::vector<std::uint32_t> pending;  // deps for the next op added
+    };
+
+    std::uint32_t emit(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
+                       std::initializer_list<std::uint32_t> extra = {}) {
+        Op op;
+        op.proto = proto;
+        op.stream = stream;
+        op.category = cat;
+        op.microbatch = static_cast<std::uint16_t>(mb);
+        op.chunk = static_cast<std::uint16_t>(chunk);
+        op.dep_begin = static_cast<std::uint32_t>(st.prog.deps.size());
+        for (auto d : st.pending) st.prog.deps.push_back(d);
+        for (auto d : extra) st.prog.deps.push_back(d);
+        op.dep_count = static_cast<std::uint32_t>(st.prog.deps.size()) - op.dep_begin;
+        st.pending.clear();
+        st.prog.ops.push_back(op);
+        return static_cast<std::uint32_t>(st.prog.ops.size() - 1);
+    }
+    // A compute-stream op; TP collectives go here too unless TP comm overlap is on.
+    std::uint32_t compute(StageState& st, ProtoId proto, Category cat, int mb, int chunk) {
+        return emit(st, proto, Stream::compute, cat, mb, chunk);
+    }
+    enum class Side { before_gemm, after_gemm };
+    // A TP collective next to a GEMM. Without TP comm overlap it blocks the compute stream
+    // (Megatron's default). With overlap (TE userbuffers) it runs on the TP stream alongside
+    // that GEMM, and the op after the GEMM waits for both.
+    void tp_collective(StageState& st, ProtoId proto, int mb, int chunk, Side side) {
+        if (proto == 0) return;
+        if (!p_.tp_comm_overlap) {
+            last_compute_ = compute(st, proto, Category::tp_comm, mb, chunk);
+            return;
+        }
+        if (side == Side::before_gemm) {
+            deferred_.push_back(emit_after(st, proto, Stream::tp_comm, Category::tp_comm, mb, chunk, last_compute_));
+        } else {
+            st.pending.push_back(emit_after(st, proto, Stream::tp_comm, Category::tp_comm, mb, chunk, prev_compute_));
+        }
+    }
+    std::uint32_t emit_after(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
+                             std::uint32_t after) {
+        auto saved = std::move(st.pending);
+        st.pending.clear();
+        const auto id = after == kNone ? emit(st, proto, stream, cat, mb, chunk)
+                                       : emit(st, proto, stream, cat, mb, chunk, {after});
+        st.pending = std::move(saved);
+        return id;
+    }
+
+    std::uint32_t compute_tracked(StageState& st, ProtoId proto, Category cat, int mb, int chunk) {
+        const auto id = compute(st, proto, cat, mb, chunk);
+        prev_compute_ = last_compute_;
+        last_compute_ = id;
+        for (auto d : deferred_) st.pending.push_back(d);
+        deferred_.clear();
+        return id;
+    }
+
+    void layer_forward(StageState& st, int mb, int chunk, Category cat, std::uint32_t gather_dep) {
+        const auto& L = lp_;
+        if (gather_dep != kNone) st.pending.push_back(gather_dep);
+        compute_tracked(st, L.ln1, cat, mb, chunk);
+        if (L.fp8_cast_fwd) compute_tracked(st, L.fp8_cast_fwd, cat, mb, chunk);
+        tp_collective(st, L.attn_comm.fwd_gather, mb, chunk, Side::before_gemm);
+        compute_tracked(st, L.qkv, cat, mb, chunk);
+        compute_tracked(st, L.rope, cat, mb, chunk);
+        std::uint32_t kv = kNone;
+        if (L.cp_kv_gather) kv = emit(st, L.cp_kv_gather, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
+        compute_tracked(st, L.attn_fwd, cat, mb, chunk);
+        if (kv != kNone) st.pending.push_back(kv);
+        compute_tracked(st, L.out, cat, mb, chunk);
+        tp_collective(st, L.attn_comm.fwd_reduce, mb, chunk, Side::after_gemm);
+        compute_tracked(st, L.res_ln2, cat, mb, chunk);
+        tp_collective(st, L.mlp_comm.fwd_gather, mb, chunk, Side::before_gemm);
+        compute_tracked(st, L.fc1, cat, mb, chunk);
+        compute_tracked(st, L.act, cat, mb, chunk);
+        compute_tracked(st, L.fc2, cat, mb, chunk);
+        tp_collective(st, L.mlp_comm.fwd_reduce, mb, chunk, Side::after_gemm);
+        compute_tracked(st, L.residual, cat, mb, chunk);
+    }
+
+    // Returns the index of the op that completes this layer's weight gradients.
+    std::uint32_t layer_backward(StageState& st, int mb, int chunk, std::uint32_t gather_dep) {
+        const auto& L = lp_;
+        const auto cat = Category::backward;
+        if (p_.recompute == Recompute::full) layer_forward(st, mb, chunk, Category::recompute, gather_dep);
+        else if (gather_dep != kNone) st.pending.push_back(gather_dep);
+        // MLP block
+        if (L.fp8_cast_bwd) compute_tracked(st, L.fp8_cast_bwd, cat, mb, chunk);
+        tp_collective(st, L.mlp_comm.bwd_gather, mb, chunk, Side::before_gemm);
+        compute_tracked(st, L.fc2_dgrad, cat, mb, chunk);
+        compute_tracked(st, L.fc2_wgrad, cat, mb, chunk);
+        compute_tracked(st, L.act_bwd, cat, mb, chunk);
+        std::uint32_t regather = kNone;
+        if (L.sp_input_regather)
+            regather = emit(st, L.sp_input_regather, Stream::tp_comm, Category::tp_comm, mb, chunk, {last_compute_});
+        compute_tracked(st, L.fc1_dgrad, cat, mb, chunk);
+        if (regather != kNone) st.pending.push_back(regather);
+        compute_tracked(st, L.fc1_wgrad, cat, mb, chunk);
+        tp_collective(st, L.mlp_comm.bwd_reduce, mb, chunk, Side::after_gemm);
+        compute_tracked(st, L.ln2_bwd, cat, mb, chunk);
+        // attention block
+        tp_collective(st, L.attn_comm.bwd_gather, mb, chunk, Side::before_gemm);
+        compute_tracked(st, L.out_dgrad, cat, mb, chunk);
+        compute_tracked(st, L.out_wgrad, cat, mb, chunk);
+        if (p_.recompute == Recompute::selective) compute_tracked(st, L.attn_fwd, Category::recompute, mb, chunk);
+        std::uint32_t kv = kNone, dkv = kNone;
+        if (L.cp_kv_gather) kv = emit(st, L.cp_kv_gather, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
+        compute_tracked(st, L.attn_bwd, cat, mb, chunk);
+        if (kv != kNone) st.pending.push_back(kv);
+        if (L.cp_dkv_reduce) dkv = emit(st, L.cp_dkv_reduce, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
+        compute_tracked(st, L.rope_bwd, cat, mb, chunk);
+        if (dkv != kNone) st.pending.push_back(dkv);
+        if (L.sp_input_regather)
+            regather = emit(st, L.sp_input_regather, Stream::tp_comm, Category::tp_comm, mb, chunk, {last_compute_});
+        compute_tracked(st, L.qkv_dgrad, cat, mb, chunk);
+        if (regather != kNone && L.sp_input_regather) st.pending.push_back(regather);
+        const auto wgrad_done = compute_tracked(st, L.qkv_wgrad, cat, mb, chunk);
+        tp_collective(st, L.attn_comm.bwd_reduce, mb, chunk, Side::after_gemm);
+        compute_tracked(st, L.ln1_bwd, cat, mb, chunk);
+        return std::max(wgrad_done, last_compute_);
+    }
+
+    // ---------- sharding helpers ----------
+    [[nodiscard]] bool per_layer_sharding() const {
+        return p_.sharding == Sharding::zero3 || p_.sharding == Sharding::fsdp || p_.sharding == Sharding::hsdp;
+    }
+    [[nodiscard]] Group shard_group() const { return p_.sharding == Sharding::hsdp ? Group::dp_shard : Group::dp_cp; }
+    [[nodiscard]] int shard_size() const { return p_.sharding == Sharding::hsdp ? g_.hsdp_shard : p_.dp * p_.cp; }
+    [[nodiscard]] double grad_bytes() const {
+        // Megatron reduces FP32 main gradients (accumulate_allreduce_grads_in_fp32 with BF16);
+        // DeepSpeed ZeRO and PyTorch FSDP mixed precision reduce in the BF16 compute dtype.
+        return (p_.sharding == Sharding::none || p_.sharding == Sharding::dist_opt) ? 4.0 : 2.0;
+    }
+
+    // Parameters of one "unit" on this TP rank: a layer, the embedding, or the LM head.
+    [[nodiscard]] double unit_params(int unit) const {
+        if (unit == kEmbedUnit) return params_.embedding / p_.tp;
+        if (unit == kHeadUnit) return (m_.tied_embeddings ? params_.embedding : params_.lm_head) / p_.tp;
+        return params_.per_layer / p_.tp;
+    }
+
+    StageProgram build_stage(int stage) {
+        StageState st;
+        const int pp = p_.pp, vp = p_.vp, mbs = g_.microbatches;
+        const int dp_group = p_.dp * p_.cp;
+        const bool first_stage = stage == 0;
+        const bool last_stage = stage == pp - 1;
+        const bool has_head = last_stage;
+        const bool has_embed = first_stage;
+        const auto schedule = pipeline_schedule(stage, pp, vp, mbs);
+        deferred_.clear();
+        last_compute_ = kNone;
+        prev_compute_ = kNone;
+
+        // Units per chunk in backward order: [head], layers last..first, [embedding].
+        std::vector<std::vector<int>> chunk_units(static_cast<std::size_t>(vp));
+        for (int c = 0; c < vp; ++c) {
+            const int vs = c * pp + stage;
+            auto& u = chunk_units[static_cast<std::size_t>(c)];
+            if (vs == pp * vp - 1 && has_head) u.push_back(kHeadUnit);
+            for (int l = layers_per_chunk_ - 1; l >= 0; --l) u.push_back(l);
+            if (vs == 0 && has_embed) u.push_back(kEmbedUnit);
+        }
+        double local_params = 0;
+        for (const auto& u : chunk_units)
+            for (int unit : u) local_params += unit_params(unit);
+
+        // DP buckets (Megatron DDP): per chunk, filled in backward order.
+        std::vector<Bucket> buckets;
+        std::vector<std::vector<int>> unit_bucket(static_cast<std::size_t>(vp));  // indexed by unit slot
+        if (!per_layer_sharding() && dp_group > 1) {
+            for (int c = 0; c < vp; ++c) {
+                Bucket cur;
+                cur.chunk = c;
+                for (int unit : chunk_units[static_cast<std::size_t>(c)]) {
+                    cur.params += unit_params(unit);
+                    cur.units.push_back(unit);
+                    if (cur.params >= p_.dp_bucket_params) {
+                        buckets.push_back(cur);
+                        cur = Bucket{};
+                        cur.chunk = c;
+                    }
+                }
+                if (!cur.units.empty()) buckets.push_back(cur);
+            }
+        }
+        auto bucket_of = [&](int chunk, int unit) -> int {
+            for (std::size_t b = 0; b < buckets.size(); ++b)
+                if (buckets[b].chunk == chunk &&
+                    std::find(buckets[b].units.begin(), buckets[b].units.end(), unit) != buckets[b].units.end())
+                    return static_cast<int>(b);
+            return -1;
+        };
+
+        const bool sharded_opt = p_.sharding == Sharding::dist_opt || p_.sharding == Sharding::zero1 ||
+                                 p_.sharding == Sharding::zero2;
+        // Parameter all-gathers of the distributed optimizer (for this step, issued at its start).
+        std::vector<std::uint32_t> bucket_gather(buckets.size(), kNone);
+        if (sharded_opt && dp_group > 1) {
+            // Forward order: chunks ascending, buckets within a chunk reversed.
+            for (int c = 0; c < vp; ++c) {
+                for (int b = static_cast<int>(buckets.size()) - 1; b >= 0; --b) {
+                    if (buckets[static_cast<std::size_t>(b)].chunk != c) continue;
+                    const auto proto = collective("param_ag", CollectiveOp::all_gather, Group::dp_cp,
+                                                  2.0 * buckets[static_cast<std::size_t>(b)].params);
+                    bucket_gather[static_cast<std::size_t>(b)] =
+                        emit(st, proto, Stream::dp_gather, Category::dp_comm, 0, c);
+                }
+            }
+            if (!p_.overlap_param_gather) {
+                for (auto gop : bucket_gather) st.pending.push_back(gop);
+            }
+        }
+        if (plan_.precision == Precision::fp8) {
+            // FP8 weight cast + transpose once per step (TE caches it across micro-batches):
+            // read BF16 weights, write FP8 weight and its transpose.
+            compute(st, memory("fp8_weight_cast", local_params * (2.0 + 2.0)), Category::forward, 0, 0);
+        }
+
+        // FSDP / ZeRO-3 / HSDP per-unit gathers and reduce-scatters.
+        const double shard = shard_size();
+        auto unit_gather = [&](int unit, int mb, int chunk, std::uint32_t after) -> std::uint32_t {
+            if (!per_layer_sharding() || shard <= 1) return kNone;
+            const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(), 2.0 * unit_params(unit));
+            if (after == kNone) return emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk);
+            return emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, {after});
+        };
+
+        std::vector<std::uint32_t> dp_reduce_ops;
+        std::vector<int> remaining_units_in_bucket(buckets.size());
+        for (std::size_t b = 0; b < buckets.size(); ++b)
+            remaining_units_in_bucket[b] = static_cast<int>(buckets[b].units.size());
+        // The last micro-batch's backward of each chunk triggers the grad sync (or every
+        // micro-batch with ZeRO-2).
+        std::vector<int> bwd_count(static_cast<std::size_t>(vp), 0);
+
+
+        const double act_bytes_p2p = kActBytes * static_cast<double>(tokens_) * m_.hidden / p_.tp;
+        const ProtoId send_act = p2p("send_act", OpKind::send, act_bytes_p2p);
+        const ProtoId recv_act = p2p("recv_act", OpKind::recv, act_bytes_p2p);
+        const ProtoId send_grad = p2p("send_grad", OpKind::send, act_bytes_p2p);
+        const ProtoId recv_grad = p2p("recv_grad", OpKind::recv, act_bytes_p2p);
+        const int nvs = pp * vp;
+        auto tag = [&](bool fwd, int chunk_dst, int mb) {
+            return static_cast<std::uint32_t>(((fwd ? 0 : 1) * vp + chunk_dst) * mbs + mb);
+        };
+
+        for (const auto& it : schedule) {
+            const int vs = it.chunk * pp + stage;
+            const int mb = it.microbatch;
+            const int c = it.chunk;
+            const auto& units = chunk_units[static_cast<std::size_t>(c)];
+            if (it.forward) {
+                if (vs > 0) {
+                    const int src = (vs - 1) % pp;
+                    Op& r = st.prog.ops[emit(st, recv_act, Stream::pp_recv_fwd, Category::pp_comm, mb, c)];
+                    r.peer_stage = src;
+                    r.tag = tag(true, c, mb);
+                    st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
+                }
+                // forward order = reverse of backward-order units
+                std::uint32_t prev2_done = kNone, prev_done = kNone;
+                for (auto ui = units.rbegin(); ui != units.rend(); ++ui) {
+                    const int unit = *ui;
+                    std::uint32_t gdep = kNone;
+                    if (mb == 0 && sharded_opt && dp_group > 1 && p_.overlap_param_gather) {
+                        const int b = bucket_of(c, unit);
+                        if (b >= 0) gdep = bucket_gather[static_cast<std::size_t>(b)];
+                    }
+                    if (per_layer_sharding()) {
+                        // Prefetch: the gather for this unit may start once the unit two back has
+                        // finished (one gathered unit ahead); without prefetch once the previous one has.
+                        const std::uint32_t after = p_.fsdp_prefetch ? prev2_done : prev_done;
+                        gdep = unit_gather(unit, mb, c, after);
+                    }
+                    if (unit == kEmbedUnit) {
+                        if (gdep != kNone) st.pending.push_back(gdep);
+                        compute_tracked(st, hp_.embed_fwd, Category::forward, mb, c);
+                        tp_collective(st, hp_.embed_comm_fwd, mb, c, Side::after_gemm);
+                    } else if (unit == kHeadUnit) {
+                        if (gdep != kNone) st.pending.push_back(gdep);
+                        compute_tracked(st, hp_.final_ln, Category::forward, mb, c);
+                        tp_collective(st, hp_.head_gather, mb, c, Side::before_gemm);
+                        compute_tracked(st, hp_.head, Category::forward, mb, c);
+                        compute_tracked(st, hp_.loss, Category::forward, mb, c);
+                        tp_collective(st, hp_.loss_comm, mb, c, Side::after_gemm);
+                    } else {
+                        layer_forward(st, mb, c, Category::forward, gdep);
+                    }
+                    flush_deferred(st);
+                    prev2_done = prev_done;
+                    prev_done = last_compute_;
+                }
+                if (vs < nvs - 1) {
+                    const int dst = (vs + 1) % pp;
+                    const int dst_chunk = (vs + 1) / pp;
+                    Op& s = st.prog.ops[emit(st, send_act, Stream::pp_send_fwd, Category::pp_comm, mb, c, {last_compute_})];
+                    s.peer_stage = dst;
+                    s.tag = tag(true, dst_chunk, mb);
+                }
+            } else {
+                if (vs < nvs - 1) {
+                    const int src = (vs + 1) % pp;
+                    Op& r = st.prog.ops[emit(st, recv_grad, Stream::pp_recv_bwd, Category::pp_comm, mb, c)];
+                    r.peer_stage = src;
+                    r.tag = tag(false, c, mb);
+                    st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
+                }
+                ++bwd_count[static_cast<std::size_t>(c)];
+                current_bwd_count_ = bwd_count[static_cast<std::size_t>(c)];
+                std::uint32_t prev2_done = kNone, prev_done = kNone;
+                for (int unit : units) {
+                    std::uint32_t gdep = kNone;
+                    if (per_layer_sharding()) gdep = unit_gather(unit, mb, c, p_.fsdp_prefetch ? prev2_done : prev_done);
+                    std::uint32_t done = kNone;
+                    if (unit == kHeadUnit) {
+                        if (gdep != kNone) st.pending.push_back(gdep);
+                        compute_tracked(st, hp_.loss_bwd, Category::backward, mb, c);
+                        compute_tracked(st, hp_.head_dgrad, Category::backward, mb, c);
+                        done = compute_tracked(st, hp_.head_wgrad, Category::backward, mb, c);
+                        tp_collective(st, hp_.head_reduce, mb, c, Side::after_gemm);
+                    } else if (unit == kEmbedUnit) {
+                        if (gdep != kNone) st.pending.push_back(gdep);
+                        tp_collective(st, hp_.embed_comm_bwd, mb, c, Side::before_gemm);
+                        done = compute_tracked(st, hp_.embed_bwd, Category::backward, mb, c);
+                    } else {
+                        done = layer_backward(st, mb, c, gdep);
+                    }
+                    flush_deferred(st);
+                    done = std::max(done, last_compute_);
+                    grads_done(st, unit, mb, c, done, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
+                    prev2_done = prev_done;
+                    prev_done = last_compute_;
+                }
+                if (vs > 0) {
+                    const int dst = (vs - 1) % pp;
+                    const int dst_chunk = (vs - 1) / pp;
+                    Op& s = st.prog.ops[emit(st, send_grad, Stream::pp_send_bwd, Category::pp_comm, mb, c, {last_compute_})];
+                    s.peer_stage = dst;
+                    s.tag = tag(false, dst_chunk, mb);
+                }
+            }
+        }
+
+        // Non-overlapped gradient sync: every bucket after the last backward op.
+        for (const auto& d : deferred_grad_protos_) {
+            dp_reduce_ops.push_back(emit(st, d.proto, Stream::dp_reduce, Category::dp_comm, d.mb, d.chunk, {last_compute_}));
+        }
+        deferred_grad_protos_.clear();
+
+        // Optimizer step on this rank's shard (fused Adam): read grad, master, m, v (4 B each),
+        // write master, m, v and the BF16 parameter (14 B); plus the gradient-norm pass over
+        // the shard (4 B) and zeroing the local gradient buffer (4 B per local parameter).
+        const bool shards_optimizer = p_.sharding != Sharding::none;
+        const double opt_shard = shards_optimizer ? (per_layer_sharding() ? shard : dp_group) : 1.0;
+        const double shard_params = local_params / opt_shard;
+        const double grad_buffer = per_layer_sharding() ? shard_params : local_params;
+        for (auto d : dp_reduce_ops) st.pending.push_back(d);
+        compute(st, memory("optimizer_adam", shard_params * (16.0 + 14.0 + 4.0) + grad_buffer * grad_bytes()),
+                Category::optimizer, 0, 0);
+        return std::move(st.prog);
+    }
+
+    struct DeferredGrad {
+        ProtoId proto;
+        int mb;
+        int chunk;
+    };
+
+    template <class BucketOf>
+    void grads_done(StageState& st, int unit, int mb, int chunk, std::uint32_t done_op, const std::vector<Bucket>& buckets,
+                    std::vector<int>& remaining, std::vector<std::uint32_t>& dp_reduce_ops, BucketOf&& bucket_of) {
+        const double shard = shard_size();
+        const bool last_mb = current_bwd_count_ == g_.microbatches;
+        if (per_layer_sharding()) {
+            if (shard > 1) {
+                const auto rs = collective("fsdp_rs", CollectiveOp::reduce_scatter, shard_group(),
+                                           grad_bytes() * unit_params(unit));
+                dp_reduce_ops.push_back(emit(st, rs, Stream::dp_reduce, Category::dp_comm, mb, chunk, {done_op}));
+            }
+            const int replicas = p_.dp * p_.cp / g_.hsdp_shard;
+            if (p_.sharding == Sharding::hsdp && replicas > 1 && last_mb) {
+                const auto ar = collective("hsdp_replica_ar", CollectiveOp::all_reduce, Group::dp_replica,
+                                           grad_bytes() * unit_params(unit) / shard);
+                const std::uint32_t after = shard > 1 ? dp_reduce_ops.back() : done_op;
+                dp_reduce_ops.push_back(emit(st, ar, Stream::dp_reduce, Category::dp_comm, mb, chunk, {after}));
+            }
+            return;
+        }
+        const int b = bucket_of(chunk, unit);
+        if (b < 0) return;
+        const bool sync_now = p_.sharding == Sharding::zero2 || last_mb;
+        if (!sync_now) return;
+        auto& left = remaining[static_cast<std::size_t>(b)];
+        if (--left > 0) return;
+        left = static_cast<int>(buckets[static_cast<std::size_t>(b)].units.size());
+        const bool all_reduce = p_.sharding == Sharding::none;
+        const double bytes = grad_bytes() * buckets[static_cast<std::size_t>(b)].params;
+        const auto proto = collective(all_reduce ? "grad_ar" : "grad_rs",
+                                      all_reduce ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter,
+                                      Group::dp_cp, bytes);
+        if (p_.overlap_grad_reduce) {
+            dp_reduce_ops.push_back(emit(st, proto, Stream::dp_reduce, Category::dp_comm, mb, chunk, {done_op}));
+        } else {
+            deferred_grad_protos_.push_back({proto, mb, chunk});
+        }
+    }
+
+    void flush_deferred(StageState& st) {
+        for (auto d : deferred_) st.pending.push_back(d);
+        deferred_.clear();
+    }
+
+
+    static constexpr std::uint32_t kNone = 0xffffffffu;
+    static constexpr int kEmbedUnit = -1;
+    static constexpr int kHeadUnit = -2;
+
+    const Plan& plan_;
+    const ModelArch& m_;
+    const Parallel& p_;
+    OpGraph g_;
+    std::int64_t tokens_ = 0;
+    std::int64_t sp_tokens_ = 0;
+    int layers_per_chunk_ = 0;
+    ParamCounts params_;
+    LayerProtos lp_{};
+    HeadProtos hp_{};
+    std::vector<std::uint32_t> deferred_;
+    std::uint32_t last_compute_ = kNone;
+    std::uint32_t prev_compute_ = kNone;
+    int current_bwd_count_ = 0;
+    std::vector<DeferredGrad> deferred_grad_protos_;
+    std::map<std::tuple<std::string, CollectiveOp, Group, double>, ProtoId> collective_cache_;
+};
+
+} // namespace
+
+OpGraph build_workload(const Plan& plan) {
+    // Proto id 0 is reserved as "none" for optional collectives.
+    Builder b(plan);
+    return b.build();
+}
+
+std::string to_string(OpKind v) {
+    static constexpr std::array<const char*, 7> k{"gemm", "attention_fwd", "attention_bwd", "memory", "collective",
+                                                 "send", "recv"};
+    return k[static_cast<std::size_t>(v)];
+}
+std::string to_string(Stream v) {
+    static constexpr std::array<const char*, kNumStreams> k{
+        "compute", "tp_comm", "cp_comm", "dp_gather", "dp_reduce", "pp_send_fwd", "pp_recv_fwd", "pp_send_bwd",
+        "pp_recv_bwd"};
+    return k[static_cast<std::size_t>(v)];
+}
+std::string to_string(Category v) {
+    static constexpr std::array<const char*, kNumCategories> k{"forward", "backward", "recompute", "optimizer",
+                                                              "tp_comm", "cp_comm", "dp_comm", "pp_comm"};
+    return k[static_cast<std::size_t>(v)];
+}
+std::string to_string(Group v) {
+    static constexpr std::array<const char*, kNumGroups> k{"tp", "cp", "dp_cp", "dp_shard", "dp_replica", "pp"};
+    return k[static_cast<std::size_t>(v)];
+}
+std::string to_string(CollectiveOp v) {
+    static constexpr std::array<const char*, 5> k{"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                                 "send_recv"};
+    return k[static_cast<std::size_t>(v)];
+}
+
+} // namespace trainsim::model

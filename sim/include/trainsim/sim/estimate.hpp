@@ -1,0 +1,51 @@
+// From one simulated step to the whole run: throughput, MFU, days, GPU-hours and money
+// (design.md "Definitions"; docs/model.md "Run").
+#pragma once
+
+#include "trainsim/model/memory_model.hpp"
+#include "trainsim/model/scenario.hpp"
+#include "trainsim/sim/executor.hpp"
+
+#include <optional>
+#include <string>
+
+namespace trainsim::sim {
+
+struct RunEstimate {
+    std::string name;
+    bool fits = false;
+    model::MemoryBreakdown memory;       // the peak stage
+    Bytes capacity;                      // HBM capacity of one GPU
+    // Present only for plans that fit (a plan that does not fit is never simulated).
+    std::optional<StepResult> step;
+    double step_time_s = 0;
+    double tokens_per_step = 0;
+    double tokens_per_s = 0;             // whole cluster
+    double tokens_per_s_per_gpu = 0;
+    double model_flops_per_token_causal = 0;
+    double model_flops_per_token_noncausal = 0;
+    double model_tflops_per_gpu = 0;     // causal count
+    double mfu = 0;                      // causal model FLOP/s / dense peak of the precision used
+    double mfu_noncausal = 0;            // non-causal attention count (as Megatron/NeMo report)
+    double mfu_vs_bf16_peak = 0;         // causal count against the BF16 dense peak
+    double peak_tflops = 0;              // the peak MFU is measured against
+    double steps = 0;
+    double days_to_train = 0;            // steady state: tokens / throughput
+    double gpu_hours = 0;
+    double price_per_gpu_hour = 0;       // after the commitment discount
+    double cost = 0;
+    double cost_per_million_tokens = 0;
+    std::string currency;
+};
+
+// Hours in the month used for machine-month prices: 8760 / 12.
+inline constexpr double kHoursPerMonth = 730.0;
+// GPUs in the machine a machine-month price refers to.
+inline constexpr double kGpusPerMachine = 8.0;
+
+[[nodiscard]] double price_per_gpu_hour(const model::Pricing& pricing);
+
+// Evaluates one plan: memory first; simulates the step only if it fits.
+[[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt = {});
+
+} // namespace trainsim::sim

@@ -1,0 +1,71 @@
+// Executes an op graph on the discrete-event engine: one compute stream and several
+// communication streams per rank; a collective starts when every simulated member of its group
+// has reached it; a pipeline send/recv pair transfers when both sides are posted.
+#pragma once
+
+#include "trainsim/model/scenario.hpp"
+#include "trainsim/model/workload.hpp"
+#include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/sim/network.hpp"
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace trainsim::sim {
+
+// The simulation ended with work left: names the stuck ranks and ops.
+class SimulationStuck : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct ExecOptions {
+    // Simulate every rank (tp x cp x dp x pp) instead of one representative per pipeline stage.
+    // Both must give identical results (symmetric ranks); the full mode exists to prove it.
+    bool all_ranks = false;
+    // Record every op's start and end for traces.
+    bool record_trace = false;
+};
+
+// Where one rank's step time went, on its compute stream. Sums to the step time.
+struct StepBreakdown {
+    Time forward, backward, recompute, optimizer;  // compute-stream kernels
+    Time tp_exposed;      // TP collectives on the critical path (blocking or waited for)
+    Time cp_exposed;      // CP exchange not hidden behind attention
+    Time dp_exposed;      // DP / ZeRO / FSDP communication not hidden behind compute
+    Time pp_exposed;      // pipeline transfers waited for
+    Time bubble;          // waiting for other stages' compute (pipeline fill and drain)
+    Time slowdown;        // extra compute time from running next to communication kernels
+    [[nodiscard]] Time compute() const { return forward + backward + recompute; }
+    [[nodiscard]] Time total() const {
+        return forward + backward + recompute + optimizer + tp_exposed + cp_exposed + dp_exposed + pp_exposed +
+               bubble;
+    }
+};
+
+struct TraceEvent {
+    int rank = 0;
+    model::Stream stream = model::Stream::compute;
+    std::uint32_t op = 0;
+    Time start, end;
+};
+
+struct StepResult {
+    Time step_time;
+    int critical_stage = 0;
+    StepBreakdown breakdown;                // of the critical rank
+    std::vector<Time> stage_finish;         // per pipeline stage
+    std::uint64_t events = 0;
+    std::size_t simulated_ranks = 0;
+    std::size_t ops = 0;
+    std::vector<TraceEvent> trace;          // when ExecOptions::record_trace
+};
+
+// Precondition: graph = build_workload(plan).
+[[nodiscard]] StepResult execute_step(const model::Plan& plan, const model::OpGraph& graph, const ComputeCost& compute,
+                                      const AnalyticNetwork& network, const ExecOptions& opt = {});
+
+} // namespace trainsim::sim

@@ -1,0 +1,29 @@
+// Report writers: human-readable tables and machine-readable JSON (field names are a contract
+// with users' budgeting scripts: see README "JSON output").
+#pragma once
+
+#include "trainsim/model/scenario.hpp"
+#include "trainsim/sim/estimate.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace trainsim::sim {
+
+struct PlanResult {
+    const model::Plan* plan = nullptr;
+    RunEstimate estimate;
+};
+
+[[nodiscard]] nlohmann::json plan_json(const model::Plan& plan, const RunEstimate& e);
+// One plan: the plan object itself; several: {"plans": [...]}.
+[[nodiscard]] nlohmann::json results_json(const std::vector<PlanResult>& results);
+
+// Detailed text for one plan (step breakdown, throughput, memory, days, money).
+[[nodiscard]] std::string format_plan(const model::Plan& plan, const RunEstimate& e);
+// Plans side by side, one column each.
+[[nodiscard]] std::string format_comparison(const std::vector<PlanResult>& results);
+
+} // namespace trainsim::sim

@@ -1,0 +1,54 @@
+#include "trainsim/sim/estimate.hpp"
+
+#include "trainsim/model/flops.hpp"
+#include "trainsim/model/workload.hpp"
+#include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/sim/network.hpp"
+
+namespace trainsim::sim {
+
+double price_per_gpu_hour(const model::Pricing& pricing) {
+    double rate = pricing.rate;
+    if (pricing.basis == model::PriceBasis::machine_month) rate /= (kGpusPerMachine * kHoursPerMonth);
+    if (auto it = pricing.discounts.find(pricing.commitment); it != pricing.discounts.end()) rate *= 1.0 - it->second;
+    return rate;
+}
+
+RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt) {
+    RunEstimate e;
+    e.name = plan.name;
+    e.currency = plan.pricing.currency;
+    e.memory = model::peak_memory(plan);
+    e.capacity = plan.hardware.hbm_capacity;
+    e.fits = e.memory.total() <= e.capacity;
+    e.model_flops_per_token_causal = model::model_flops_per_token(plan.model, plan.training.seq_len, true);
+    e.model_flops_per_token_noncausal = model::model_flops_per_token(plan.model, plan.training.seq_len, false);
+    e.peak_tflops = plan.hardware.dense_peak.at(plan.precision).value() / 1e12;
+    e.price_per_gpu_hour = price_per_gpu_hour(plan.pricing);
+    e.tokens_per_step = static_cast<double>(plan.training.global_batch) * plan.training.seq_len;
+    if (!e.fits) return e;
+
+    const auto graph = model::build_workload(plan);
+    const ComputeCost compute(plan.hardware);
+    const AnalyticNetwork network(plan.hardware, plan.cluster);
+    e.step = execute_step(plan, graph, compute, network, opt);
+
+    const double gpus = plan.num_gpus();
+    e.step_time_s = e.step->step_time.seconds();
+    e.tokens_per_s = e.tokens_per_step / e.step_time_s;
+    e.tokens_per_s_per_gpu = e.tokens_per_s / gpus;
+    const double bf16_peak = plan.hardware.dense_peak.at(model::Precision::bf16).value();
+    e.model_tflops_per_gpu = e.tokens_per_s_per_gpu * e.model_flops_per_token_causal / 1e12;
+    e.mfu = e.model_tflops_per_gpu / e.peak_tflops;
+    e.mfu_noncausal = e.tokens_per_s_per_gpu * e.model_flops_per_token_noncausal / (e.peak_tflops * 1e12);
+    e.mfu_vs_bf16_peak = e.model_tflops_per_gpu * 1e12 / bf16_peak;
+    e.steps = plan.training.tokens / e.tokens_per_step;
+    const double seconds = plan.training.tokens / e.tokens_per_s;
+    e.days_to_train = seconds / 86400.0;
+    e.gpu_hours = seconds / 3600.0 * gpus;
+    e.cost = e.gpu_hours * e.price_per_gpu_hour;
+    e.cost_per_million_tokens = e.cost / (plan.training.tokens / 1e6);
+    return e;
+}
+
+} // namespace trainsim::sim

@@ -1,0 +1,199 @@
+#include "trainsim/sim/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace trainsim::sim {
+
+using model::to_gib;
+using nlohmann::json;
+
+namespace {
+
+json memory_json(const model::MemoryBreakdown& m, Bytes capacity) {
+    return json{{"stage", m.stage},
+                {"weights_gib", to_gib(m.weights)},
+                {"gradients_gib", to_gib(m.gradients)},
+                {"optimizer_gib", to_gib(m.optimizer)},
+                {"activations_gib", to_gib(m.activations)},
+                {"fp8_buffers_gib", to_gib(m.fp8_buffers)},
+                {"workspace_gib", to_gib(m.workspace)},
+                {"reserved_gib", to_gib(m.reserved)},
+                {"total_gib", to_gib(m.total())},
+                {"capacity_gib", to_gib(capacity)},
+                {"inflight_microbatches", m.inflight_microbatches}};
+}
+
+json breakdown_json(const StepBreakdown& b) {
+    return json{{"forward_s", b.forward.seconds()},         {"backward_s", b.backward.seconds()},
+                {"recompute_s", b.recompute.seconds()},     {"optimizer_s", b.optimizer.seconds()},
+                {"tp_exposed_s", b.tp_exposed.seconds()},   {"cp_exposed_s", b.cp_exposed.seconds()},
+                {"dp_exposed_s", b.dp_exposed.seconds()},   {"pp_exposed_s", b.pp_exposed.seconds()},
+                {"pipeline_bubble_s", b.bubble.seconds()},  {"comm_slowdown_s", b.slowdown.seconds()}};
+}
+
+std::string money(double v, const std::string& cur) {
+    if (v >= 1e6) return fmt::format("{:.2f} M {}", v / 1e6, cur);
+    if (v >= 1e3) return fmt::format("{:.1f} k {}", v / 1e3, cur);
+    return fmt::format("{:.2f} {}", v, cur);
+}
+
+std::string layout(const model::Plan& p) {
+    const auto& q = p.parallel;
+    std::string s = fmt::format("tp{} pp{}", q.tp, q.pp);
+    if (q.vp > 1) s += fmt::format(" vp{}", q.vp);
+    if (q.cp > 1) s += fmt::format(" cp{}", q.cp);
+    s += fmt::format(" dp{}", q.dp);
+    if (q.sequence_parallel) s += " sp";
+    return s;
+}
+
+} // namespace
+
+json plan_json(const model::Plan& plan, const RunEstimate& e) {
+    const auto& p = plan.parallel;
+    json j{{"name", e.name},
+           {"fits", e.fits},
+           {"memory_per_gpu_gib", to_gib(e.memory.total())},
+           {"memory", memory_json(e.memory, e.capacity)},
+           {"currency", e.currency},
+           {"price_per_gpu_hour", e.price_per_gpu_hour},
+           {"num_gpus", plan.num_gpus()},
+           {"gpu", plan.hardware.id},
+           {"profile_provenance", model::to_string(plan.hardware.provenance)},
+           {"model", plan.model.name},
+           {"precision", model::to_string(plan.precision)},
+           {"tp", p.tp},
+           {"pp", p.pp},
+           {"vp", p.vp},
+           {"cp", p.cp},
+           {"dp", p.dp},
+           {"sequence_parallel", p.sequence_parallel},
+           {"sharding", model::to_string(p.sharding)},
+           {"recompute", model::to_string(p.recompute)},
+           {"micro_batch", plan.training.micro_batch},
+           {"global_batch", plan.training.global_batch},
+           {"grad_accum", plan.grad_accum()},
+           {"seq_len", plan.training.seq_len},
+           {"tokens", plan.training.tokens},
+           {"model_flops_per_token_causal", e.model_flops_per_token_causal},
+           {"model_flops_per_token_noncausal", e.model_flops_per_token_noncausal},
+           {"mfu_peak_tflops", e.peak_tflops}};
+    if (!e.fits || !e.step) {
+        for (const char* k : {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
+                              "mfu_noncausal", "mfu_vs_bf16_peak", "days_to_train", "gpu_hours", "cost",
+                              "cost_per_million_tokens"})
+            j[k] = nullptr;
+        j["reason"] = fmt::format("needs {:.1f} GiB per GPU on pipeline stage {}, the GPU has {:.1f} GiB",
+                                  to_gib(e.memory.total()), e.memory.stage, to_gib(e.capacity));
+        return j;
+    }
+    j["step_time_s"] = e.step_time_s;
+    j["tokens_per_s"] = e.tokens_per_s;
+    j["tokens_per_s_per_gpu"] = e.tokens_per_s_per_gpu;
+    j["model_tflops_per_gpu"] = e.model_tflops_per_gpu;
+    j["mfu"] = e.mfu;
+    j["mfu_noncausal"] = e.mfu_noncausal;
+    j["mfu_vs_bf16_peak"] = e.mfu_vs_bf16_peak;
+    j["steps"] = e.steps;
+    j["days_to_train"] = e.days_to_train;
+    j["gpu_hours"] = e.gpu_hours;
+    j["cost"] = e.cost;
+    j["cost_per_million_tokens"] = e.cost_per_million_tokens;
+    j["breakdown"] = breakdown_json(e.step->breakdown);
+    j["critical_stage"] = e.step->critical_stage;
+    j["simulated_ranks"] = e.step->simulated_ranks;
+    j["simulated_ops"] = e.step->ops;
+    return j;
+}
+
+json results_json(const std::vector<PlanResult>& results) {
+    if (results.size() == 1) return plan_json(*results.front().plan, results.front().estimate);
+    json arr = json::array();
+    for (const auto& r : results) arr.push_back(plan_json(*r.plan, r.estimate));
+    return json{{"plans", arr}};
+}
+
+std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
+    std::string s;
+    s += fmt::format("== {} ==\n", e.name);
+    s += fmt::format("  {} on {} x {} ({}, profile: {}), {} | {} | {} sharding, recompute {}\n", plan.model.name,
+                     plan.num_gpus(), plan.hardware.name, model::to_string(plan.precision),
+                     model::to_string(plan.hardware.provenance), layout(plan), fmt::format("gbs {} x mbs {} x seq {}",
+                     plan.training.global_batch, plan.training.micro_batch, plan.training.seq_len),
+                     model::to_string(plan.parallel.sharding), model::to_string(plan.parallel.recompute));
+    const auto& m = e.memory;
+    s += fmt::format("  memory per GPU (stage {}): {:.1f} GiB of {:.1f} GiB{}\n", m.stage, to_gib(m.total()),
+                     to_gib(e.capacity), e.fits ? "" : "  ** DOES NOT FIT **");
+    s += fmt::format("    weights {:.1f} | grads {:.1f} | optimizer {:.1f} | activations {:.1f} ({} in flight) | "
+                     "fp8 {:.1f} | workspace {:.2f} | reserved {:.1f} GiB\n",
+                     to_gib(m.weights), to_gib(m.gradients), to_gib(m.optimizer), to_gib(m.activations),
+                     m.inflight_microbatches, to_gib(m.fp8_buffers), to_gib(m.workspace), to_gib(m.reserved));
+    if (!e.fits || !e.step) {
+        s += "  not simulated: the plan does not fit in memory\n";
+        return s;
+    }
+    const auto& b = e.step->breakdown;
+    const double t = e.step_time_s;
+    auto pct = [&](Time x) { return 100.0 * x.seconds() / t; };
+    s += fmt::format("  step time {:.3f} s (critical stage {}):\n", t, e.step->critical_stage);
+    s += fmt::format("    compute {:.3f} s ({:.1f}%: fwd {:.3f}, bwd {:.3f}, recompute {:.3f}) | optimizer {:.3f} s\n",
+                     b.compute().seconds(), pct(b.compute()), b.forward.seconds(), b.backward.seconds(),
+                     b.recompute.seconds(), b.optimizer.seconds());
+    s += fmt::format("    exposed comm: TP {:.3f} s ({:.1f}%) | CP {:.3f} | DP {:.3f} ({:.1f}%) | PP {:.3f} | "
+                     "pipeline bubble {:.3f} s ({:.1f}%)\n",
+                     b.tp_exposed.seconds(), pct(b.tp_exposed), b.cp_exposed.seconds(), b.dp_exposed.seconds(),
+                     pct(b.dp_exposed), b.pp_exposed.seconds(), b.bubble.seconds(), pct(b.bubble));
+    s += fmt::format("  throughput {:.0f} tokens/s ({:.0f} per GPU) | {:.0f} model TFLOP/s per GPU | "
+                     "MFU {:.1f}% of {:.0f} TFLOP/s ({} peak, causal FLOPs; non-causal {:.1f}%)\n",
+                     e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,
+                     model::to_string(plan.precision), 100 * e.mfu_noncausal);
+    s += fmt::format("  {:.3g} tokens: {:.1f} days | {:.0f} GPU-hours | {} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens\n",
+                     plan.training.tokens, e.days_to_train, e.gpu_hours, money(e.cost, e.currency),
+                     e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency);
+    return s;
+}
+
+std::string format_comparison(const std::vector<PlanResult>& results) {
+    std::vector<std::string> head{"plan"};
+    std::vector<std::vector<std::string>> rows;
+    auto row = [&](std::string label, auto&& f) {
+        std::vector<std::string> r{std::move(label)};
+        for (const auto& x : results) r.push_back(f(*x.plan, x.estimate));
+        rows.push_back(std::move(r));
+    };
+    for (const auto& x : results) head.push_back(x.estimate.name);
+    auto ok = [](const RunEstimate& e) { return e.fits && e.step.has_value(); };
+    row("GPUs", [](const model::Plan& p, const RunEstimate&) { return fmt::format("{} x {}", p.num_gpus(), p.hardware.id); });
+    row("precision", [](const model::Plan& p, const RunEstimate&) { return model::to_string(p.precision); });
+    row("layout", [](const model::Plan& p, const RunEstimate&) { return layout(p); });
+    row("memory/GPU", [](const model::Plan&, const RunEstimate& e) {
+        return fmt::format("{:.1f}/{:.0f} GiB{}", to_gib(e.memory.total()), to_gib(e.capacity), e.fits ? "" : " NO FIT");
+    });
+    row("step time", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.3f} s", e.step_time_s) : std::string("-"); });
+    row("tokens/s/GPU", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.0f}", e.tokens_per_s_per_gpu) : std::string("-"); });
+    row("MFU", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.1f}%", 100 * e.mfu) : std::string("-"); });
+    row("days", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.1f}", e.days_to_train) : std::string("-"); });
+    row("GPU-hours", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.0f}", e.gpu_hours) : std::string("-"); });
+    row("cost", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? money(e.cost, e.currency) : std::string("-"); });
+    row("per M tokens", [&](const model::Plan&, const RunEstimate& e) {
+        return ok(e) ? fmt::format("{:.2f} {}", e.cost_per_million_tokens, e.currency) : std::string("-");
+    });
+    std::vector<std::size_t> width(head.size(), 0);
+    for (std::size_t c = 0; c < head.size(); ++c) {
+        width[c] = head[c].size();
+        for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+    }
+    std::string s;
+    auto line = [&](const std::vector<std::string>& cells) {
+        for (std::size_t c = 0; c < cells.size(); ++c)
+            s += c == 0 ? fmt::format("{:<{}}", cells[c], width[c]) : fmt::format("  {:>{}}", cells[c], width[c]);
+        s += "\n";
+    };
+    line(head);
+    for (const auto& r : rows) line(r);
+    return s;
+}
+
+} // namespace trainsim::sim

@@ -1,0 +1,55 @@
+#include "trainsim/sim/engine.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+using trainsim::model::Time;
+using trainsim::sim::Engine;
+using trainsim::sim::InternalError;
+
+TEST_CASE("engine runs events in time order and ties in insertion order", "[engine]") {
+    Engine e;
+    std::vector<int> order;
+    e.schedule_at(Time::us(5), [&] { order.push_back(3); });
+    e.schedule_at(Time::us(1), [&] { order.push_back(1); });
+    e.schedule_at(Time::us(5), [&] { order.push_back(4); });  // same time: after the first one
+    e.schedule_at(Time::us(2), [&] { order.push_back(2); });
+    CHECK(e.run() == 4);
+    CHECK(order == std::vector<int>{1, 2, 3, 4});
+    CHECK(e.now() == Time::us(5));
+}
+
+TEST_CASE("engine callbacks can schedule relative to now", "[engine]") {
+    Engine e;
+    Time seen;
+    e.schedule_at(Time::us(3), [&] { e.schedule_after(Time::us(2), [&] { seen = e.now(); }); });
+    e.run();
+    CHECK(seen == Time::us(5));
+}
+
+TEST_CASE("engine refuses to schedule into the past", "[engine]") {
+    Engine e;
+    bool threw = false;
+    e.schedule_at(Time::us(10), [&] {
+        try {
+            e.schedule_at(Time::us(9), [] {});
+        } catch (const InternalError&) {
+            threw = true;
+        }
+    });
+    e.run();
+    CHECK(threw);
+}
+
+TEST_CASE("engine cancel removes a pending event and is idempotent", "[engine]") {
+    Engine e;
+    int ran = 0;
+    auto id = e.schedule_at(Time::us(1), [&] { ++ran; });
+    e.schedule_at(Time::us(2), [&] { ran += 10; });
+    e.cancel(id);
+    e.cancel(id);
+    CHECK(e.run() == 1);
+    CHECK(ran == 10);
+    CHECK(e.empty());
+}

@@ -1,0 +1,160 @@
+// The step executor: sequencing, symmetric-rank reduction, pipeline bubbles and stuck runs.
+#include "fixtures.hpp"
+#include "trainsim/model/workload.hpp"
+#include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/sim/executor.hpp"
+#include "trainsim/sim/network.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace trainsim;
+using model::Time;
+
+namespace {
+sim::StepResult run(const model::Plan& plan, bool all_ranks = false) {
+    const auto g = model::build_workload(plan);
+    const sim::ComputeCost cc(plan.hardware);
+    const sim::AnalyticNetwork net(plan.hardware, plan.cluster);
+    sim::ExecOptions opt;
+    opt.all_ranks = all_ranks;
+    return sim::execute_step(plan, g, cc, net, opt);
+}
+
+// Sum of the compute-stream kernel costs of one stage's program.
+Time compute_sum(const model::Plan& plan, const model::OpGraph& g, int stage) {
+    const sim::ComputeCost cc(plan.hardware);
+    Time t;
+    for (const auto& op : g.stages[static_cast<std::size_t>(stage)].ops) {
+        const auto& p = g.protos[op.proto];
+        if (p.kind == model::OpKind::gemm || p.kind == model::OpKind::memory || p.kind == model::OpKind::attention_fwd ||
+            p.kind == model::OpKind::attention_bwd)
+            t += cc.cost(p);
+    }
+    return t;
+}
+} // namespace
+
+TEST_CASE("a GEMM costs FLOPs over efficiency x peak plus the kernel overhead", "[compute]") {
+    const auto hw = test::test_profile();
+    const sim::ComputeCost cc(hw);
+    // At the reference shape the profile efficiency applies as is: 2*8192^3 / (0.8 * 1000 TFLOP/s).
+    const double expected = 2.0 * 8192.0 * 8192.0 * 8192.0 / (0.8 * 1e15) + 4e-6;
+    CHECK(cc.gemm(model::Precision::bf16, 8192, 8192, 8192).seconds() == Approx(expected).epsilon(1e-9));
+    // A skinny GEMM that fills only one wave of 132 SMs partly (128 x 256 tiles: 1 x 4 = 4 tiles)
+    // runs far below peak.
+    CHECK(cc.gemm_efficiency(model::Precision::bf16, 128, 1024, 8192) < 0.05);
+    // A memory-bound kernel: bytes / (0.8 * 3 TB/s) + overhead.
+    CHECK(cc.memory(model::Bytes(2.4e9)).seconds() == Approx(1e-3 + 4e-6).epsilon(1e-9));
+}
+
+TEST_CASE("one GPU: the step is exactly the sum of its kernels", "[executor]") {
+    auto plan = test::small_plan(1, 1, 1, 4, 1);
+    plan.cluster.nodes = 1;
+    plan.cluster.gpus_per_node = 1;
+    const auto g = model::build_workload(plan);
+    const auto r = run(plan);
+    CHECK(r.step_time == compute_sum(plan, g, 0));
+    CHECK(r.breakdown.total() == r.step_time);
+    CHECK(r.breakdown.bubble == Time());
+    CHECK(r.breakdown.tp_exposed == Time());
+}
+
+TEST_CASE("symmetric ranks simulated once equal the full simulation", "[executor][symmetry]") {
+    struct Case {
+        int tp, pp, dp, vp, cp;
+        model::Sharding sharding;
+        model::Recompute recompute;
+        bool tp_overlap;
+    };
+    const std::vector<Case> cases{
+        {2, 2, 2, 1, 1, model::Sharding::dist_opt, model::Recompute::none, false},
+        {2, 2, 1, 2, 1, model::Sharding::none, model::Recompute::selective, false},
+        {1, 1, 4, 1, 1, model::Sharding::fsdp, model::Recompute::full, false},
+        {2, 1, 2, 1, 2, model::Sharding::dist_opt, model::Recompute::none, true},
+        {1, 2, 2, 1, 1, model::Sharding::zero1, model::Recompute::full, false},
+        {1, 1, 8, 1, 1, model::Sharding::hsdp, model::Recompute::none, false},
+    };
+    for (const auto& c : cases) {
+        auto plan = test::small_plan(c.tp, c.pp, c.dp, 16, 1);
+        plan.parallel.vp = c.vp;
+        plan.parallel.cp = c.cp;
+        plan.parallel.sharding = c.sharding;
+        plan.parallel.recompute = c.recompute;
+        plan.parallel.tp_comm_overlap = c.tp_overlap;
+        const int gpus = c.tp * c.pp * c.dp * c.cp;
+        plan.cluster.gpus_per_node = std::min(gpus, 4);  // several nodes so inter-node paths are used
+        plan.cluster.nodes = gpus / plan.cluster.gpus_per_node;
+        plan.cluster.nics_per_node = 4;
+        CAPTURE(c.tp, c.pp, c.dp, c.vp, c.cp, model::to_string(c.sharding));
+        const auto reduced = run(plan, false);
+        const auto full = run(plan, true);
+        CHECK(full.simulated_ranks == static_cast<std::size_t>(gpus));
+        CHECK(reduced.simulated_ranks == static_cast<std::size_t>(c.pp));
+        CHECK(full.step_time == reduced.step_time);
+        CHECK(full.breakdown.total() == reduced.breakdown.total());
+        CHECK(reduced.breakdown.total() == reduced.step_time);
+    }
+}
+
+TEST_CASE("1F1B pipeline: step = (m + p - 1) x (t_f + t_b) with free communication", "[executor][pipeline]") {
+    // Narayanan et al. SC'21 Sec. 2.2.1: bubble fraction (p-1)/m for equal stages.
+    auto plan = test::small_plan(1, 4, 1, 8, 1);
+    plan.model.vocab = 128;  // negligible embedding / head so that stages are equal
+    plan.cluster.gpus_per_node = 4;
+    plan.cluster.nodes = 1;
+    plan.hardware.nvlink_bandwidth = model::Bandwidth(1e18);
+    plan.hardware.intra_node_latency = Time();
+    plan.hardware.kernel_overhead = Time::ps(1);
+    plan.hardware.comm_compute_slowdown = 0;
+    const auto g = model::build_workload(plan);
+    const int m = plan.grad_accum(), p = 4;
+    REQUIRE(m == 8);
+    // Per micro-batch compute of a middle stage = its total minus the optimizer step, / m.
+    const auto r = run(plan);
+    const double per_mb = (r.breakdown.compute().seconds()) / m;
+    const double expected = (m + p - 1) * per_mb + r.breakdown.optimizer.seconds();
+    CHECK(r.step_time.seconds() == Approx(expected).epsilon(0.02));
+    CHECK(r.breakdown.bubble.seconds() == Approx((p - 1) * per_mb).epsilon(0.05));
+    (void)g;
+}
+
+TEST_CASE("a run that ends with work left names the stuck rank and op", "[executor]") {
+    auto plan = test::small_plan(1, 2, 1, 2, 1);
+    model::OpGraph g;
+    g.pp = 2;
+    g.protos.resize(2);
+    g.protos[1].kind = model::OpKind::recv;
+    g.protos[1].name = "recv_act";
+    g.protos[1].bytes = model::Bytes(1e6);
+    g.stages.resize(2);
+    model::Op recv;
+    recv.proto = 1;
+    recv.stream = model::Stream::pp_recv_fwd;
+    recv.peer_stage = 0;
+    recv.tag = 5;
+    g.stages[1].ops.push_back(recv);
+    const sim::ComputeCost cc(plan.hardware);
+    const sim::AnalyticNetwork net(plan.hardware, plan.cluster);
+    try {
+        (void)sim::execute_step(plan, g, cc, net);
+        FAIL("expected SimulationStuck");
+    } catch (const sim::SimulationStuck& e) {
+        const std::string msg = e.what();
+        CHECK_THAT(msg, Catch::Contains("stage 1"));
+        CHECK_THAT(msg, Catch::Contains("recv_act"));
+        CHECK_THAT(msg, Catch::Contains("1 transfer(s) never matched"));
+    }
+}
+
+TEST_CASE("sequence parallelism and tensor parallelism expose TP communication", "[executor]") {
+    auto plan = test::small_plan(4, 1, 2, 16, 1);
+    plan.cluster.gpus_per_node = 8;
+    plan.cluster.nodes = 1;
+    const auto r = run(plan);
+    CHECK(r.breakdown.tp_exposed > Time());
+    // With TP comm overlap the exposed TP time shrinks.
+    plan.parallel.tp_comm_overlap = true;
+    const auto o = run(plan);
+    CHECK(o.breakdown.tp_exposed < r.breakdown.tp_exposed);
+    CHECK(o.step_time < r.step_time);
+}

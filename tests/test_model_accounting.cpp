@@ -1,0 +1,143 @@
+// FLOPs, parameters and the activation-memory model against published closed forms.
+#include "fixtures.hpp"
+#include "trainsim/model/flops.hpp"
+#include "trainsim/model/memory_model.hpp"
+#include "trainsim/model/workload.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace trainsim::model;
+
+namespace {
+ModelArch gpt(int layers, int hidden, int heads) {
+    ModelArch m;
+    m.name = "gpt";
+    m.layers = layers;
+    m.hidden = hidden;
+    m.heads = heads;
+    m.kv_heads = heads;
+    m.head_dim = hidden / heads;
+    m.ffn = 4 * hidden;
+    m.ffn_type = FfnType::gelu;
+    m.vocab = 51200;
+    return m;
+}
+ModelArch llama2(int layers, int hidden, int heads, int kv, int ffn) {
+    ModelArch m;
+    m.name = "llama";
+    m.layers = layers;
+    m.hidden = hidden;
+    m.heads = heads;
+    m.kv_heads = kv;
+    m.head_dim = hidden / heads;
+    m.ffn = ffn;
+    m.ffn_type = FfnType::swiglu;
+    m.vocab = 32000;
+    return m;
+}
+} // namespace
+
+TEST_CASE("parameter counts match the published Llama-2 checkpoints", "[flops]") {
+    // Hugging Face meta-llama/Llama-2-7b-hf and -70b-hf: 6,738,415,616 and 68,976,648,192 parameters.
+    CHECK(count_params(llama2(32, 4096, 32, 32, 11008)).total == 6738415616.0);
+    CHECK(count_params(llama2(80, 8192, 64, 8, 28672)).total == 68976648192.0);
+}
+
+TEST_CASE("model FLOPs per token equal Megatron's closed form with non-causal attention", "[flops]") {
+    // Narayanan et al. SC'21 eq. (3) without recompute: 72 l h^2 (1 + s/(6h) + V/(12 h l)) per token.
+    for (auto [l, h, a] : {std::tuple{96, 12288, 96}, std::tuple{24, 2304, 24}, std::tuple{80, 8192, 64}}) {
+        const auto m = gpt(l, h, a);
+        const double s = 2048;
+        const double expected = 72.0 * l * double(h) * h * (1.0 + s / (6.0 * h) + 51200.0 / (12.0 * h * l));
+        CHECK(model_flops_per_token(m, 2048, false) == Approx(expected).epsilon(1e-12));
+        // Causal attention does (s+1)/2 of the key positions per query.
+        const double attn_noncausal = 12.0 * l * h * s;
+        CHECK(model_flops_per_token(m, 2048, true) ==
+              Approx(expected - attn_noncausal + attn_noncausal * (s + 1) / (2 * s)).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("activation memory reproduces Korthikanti et al. 2022 Table 2", "[memory]") {
+    // arXiv 2205.05198 Sec. 4, per layer, 16-bit activations, with dropout, no flash attention:
+    //   no parallelism       sbh (34 + 5as/h)
+    //   TP                   sbh (10 + 24/t + 5as/(ht))
+    //   TP + SP              sbh/t (34 + 5as/h)
+    //   TP + selective       sbh (10 + 24/t)
+    //   TP + SP + selective  sbh 34/t
+    //   full recompute       2sbh (SP: /t)
+    const ActivationOptions paper{.flash_attention = false, .dropout = true};
+    // The paper's own models (Table 3): 22B, 175B, 530B, 1T with t = 8, s = 2048, b = 1 and 4.
+    for (auto [l, h, a] : {std::tuple{48, 6144, 64}, std::tuple{96, 12288, 96}, std::tuple{105, 20480, 128},
+                           std::tuple{128, 25600, 160}}) {
+        const auto m = gpt(l, h, a);
+        for (int b : {1, 4}) {
+            const double s = 2048, t = 8, sbh = s * b * h, as_h = a * s / double(h);
+            auto act = [&](int tp, bool sp, Recompute r) {
+                return layer_activation_bytes(m, 2048, b, tp, sp, 1, r, Precision::bf16, paper).value();
+            };
+            CHECK(act(1, false, Recompute::none) == Approx(sbh * (34 + 5 * as_h)));
+            CHECK(act(8, false, Recompute::none) == Approx(sbh * (10 + 24 / t + 5 * as_h / t)));
+            CHECK(act(8, true, Recompute::none) == Approx(sbh / t * (34 + 5 * as_h)));
+            CHECK(act(8, false, Recompute::selective) == Approx(sbh * (10 + 24 / t)));
+            CHECK(act(8, true, Recompute::selective) == Approx(sbh * 34 / t));
+            CHECK(act(8, false, Recompute::full) == Approx(2 * sbh));
+            CHECK(act(8, true, Recompute::full) == Approx(2 * sbh / t));
+        }
+    }
+}
+
+TEST_CASE("pipeline schedules hold the in-flight micro-batches Korthikanti et al. derive", "[memory][schedule]") {
+    // 1F1B: the first stage holds p micro-batches (Sec. 4.2.3); the last holds one.
+    for (int p : {2, 4, 8}) {
+        CHECK(peak_inflight_chunks(pipeline_schedule(0, p, 1, 4 * p)) == p);
+        CHECK(peak_inflight_chunks(pipeline_schedule(p - 1, p, 1, 4 * p)) == 1);
+    }
+    // Interleaved with v chunks of L/(p v) layers: L (1 + (p-1)/(p v)) layers on the first stage,
+    // i.e. p (v + 1) - 1 chunks.
+    for (auto [p, v] : {std::pair{4, 2}, std::pair{8, 3}, std::pair{4, 5}}) {
+        const int chunks = peak_inflight_chunks(pipeline_schedule(0, p, v, 4 * p));
+        CHECK(chunks == p * (v + 1) - 1);
+        const double L = p * v * 4.0;
+        CHECK(chunks * L / (p * v) == Approx(L * (1.0 + (p - 1.0) / (p * v))));
+    }
+}
+
+TEST_CASE("pipeline schedules run every micro-batch forward before its backward, once", "[schedule]") {
+    for (auto [p, v, m] : {std::tuple{4, 1, 8}, std::tuple{4, 2, 8}, std::tuple{2, 3, 4}, std::tuple{8, 1, 3}}) {
+        for (int stage = 0; stage < p; ++stage) {
+            const auto sched = pipeline_schedule(stage, p, v, m);
+            REQUIRE(sched.size() == static_cast<std::size_t>(2 * m * v));
+            std::vector<int> fwd(static_cast<std::size_t>(m * v), -1), bwd(static_cast<std::size_t>(m * v), -1);
+            for (std::size_t i = 0; i < sched.size(); ++i) {
+                auto& slot = (sched[i].forward ? fwd : bwd)[static_cast<std::size_t>(sched[i].microbatch * v + sched[i].chunk)];
+                CHECK(slot == -1);
+                slot = static_cast<int>(i);
+            }
+            for (std::size_t k = 0; k < fwd.size(); ++k) CHECK(fwd[k] < bwd[k]);
+        }
+    }
+    // Megatron 1F1B on stage 0 of 4 with 6 micro-batches: F0 F1 F2 | F3 B0 F4 B1 F5 B2 | B3 B4 B5.
+    const auto s = pipeline_schedule(0, 4, 1, 6);
+    std::string seq;
+    for (const auto& it : s) {
+        seq.push_back(it.forward ? 'F' : 'B');
+        seq += std::to_string(it.microbatch);
+    }
+    CHECK(seq == "F0F1F2F3B0F4B1F5B2B3B4B5");
+}
+
+TEST_CASE("weights and optimizer state follow the per-sharding bytes per parameter", "[memory]") {
+    // Megatron-LM docs/distrib_optimizer.md: BF16 params + FP32 grads: 18 B/param without, 6 + 12/d
+    // with the distributed optimizer.
+    auto plan = trainsim::test::small_plan(1, 1, 8);
+    plan.parallel.sharding = Sharding::none;
+    const auto none = stage_memory(plan, 0);
+    const double P = none.local_params;
+    CHECK((none.weights + none.gradients + none.optimizer).value() == Approx(18.0 * P));
+    plan.parallel.sharding = Sharding::dist_opt;
+    const auto dist = stage_memory(plan, 0);
+    CHECK((dist.weights + dist.gradients + dist.optimizer).value() == Approx((6.0 + 12.0 / 8) * P));
+    plan.parallel.sharding = Sharding::zero2;
+    const auto z2 = stage_memory(plan, 0);
+    CHECK((z2.weights + z2.gradients + z2.optimizer).value() == Approx((2.0 + 14.0 / 8) * P));
+}
