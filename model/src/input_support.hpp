@@ -171,19 +171,29 @@ inline std::optional<std::string> read_string(const YAML::Node& node, const Site
     return s;
 }
 
+// The whole of `text` as a number of type T, or why not.
+template <class T> struct Parsed {
+    T value{};
+    std::errc error{};  // invalid_argument: not (wholly) a number; result_out_of_range: too large
+};
+template <class T> Parsed<T> parse_whole(std::string_view text) {
+    Parsed<T> p;
+    const char* last = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), last, p.value);
+    p.error = ec != std::errc() ? ec : (ptr != last ? std::errc::invalid_argument : std::errc());
+    return p;
+}
+
 // A decimal integer in [min, INT_MAX].
 inline std::optional<int> read_int(const YAML::Node& node, const Site& at, int min, Diags& out) {
     auto s = read_scalar(node, at, "an integer", out);
     if (!s) return std::nullopt;
-    long long v = 0;
-    const char* first = s->data();
-    const char* last = first + s->size();
-    auto [ptr, ec] = std::from_chars(first, last, v);
-    if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr == last && v > INT_MAX)) {
+    const auto [v, error] = parse_whole<long long>(*s);
+    if (error == std::errc::result_out_of_range || (error == std::errc() && v > INT_MAX)) {
         report(out, at, fmt::format("integer '{}' is too large", *s));
         return std::nullopt;
     }
-    if (ec != std::errc() || ptr != last) {
+    if (error != std::errc()) {
         report(out, at, fmt::format("expected an integer, got '{}'", *s));
         return std::nullopt;
     }
@@ -210,11 +220,8 @@ inline std::optional<double> read_number(const YAML::Node& node, const Site& at,
                                          Diags& out) {
     auto s = read_scalar(node, at, "a plain number", out);
     if (!s) return std::nullopt;
-    double v = 0;
-    const char* first = s->data();
-    const char* last = first + s->size();
-    auto [ptr, ec] = std::from_chars(first, last, v);
-    if (ec != std::errc() || ptr != last || !std::isfinite(v)) {
+    const auto [v, error] = parse_whole<double>(*s);
+    if (error != std::errc() || !std::isfinite(v)) {
         report(out, at, fmt::format("expected a plain number, got '{}'", *s));
         return std::nullopt;
     }

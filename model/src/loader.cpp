@@ -477,6 +477,8 @@ std::optional<ModelArch> build_model(const std::map<std::string, Written>& field
                                          detail::join_key(missing_at.key, leaf)};
     };
     ModelArch m = b.model;
+    // Invariant: heads is required and read with a minimum of 1.
+    if (m.heads < 1) throw std::logic_error("build_model: heads < 1 after a successful read");
     if (!b.kv_heads_written) m.kv_heads = m.heads;
     if (!b.head_dim_written) {
         if (m.hidden % m.heads != 0) {

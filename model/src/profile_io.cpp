@@ -52,7 +52,7 @@ struct Entry {
 using HP = HardwareProfile;
 
 // In file order.
-const std::array<Entry, 23> kEntries{{
+const std::array<Entry, 25> kEntries{{
     {.path = "compute.sm_count", .kind = Kind::integer, .required = true, .int_member = &HP::sm_count},
     {.path = "compute.dense_peak", .kind = Kind::peaks, .required = true},
     {.path = "compute.unsupported", .kind = Kind::reasons, .required = false},
@@ -90,6 +90,8 @@ const std::array<Entry, 23> kEntries{{
     {.path = "overlap.comm_compute_slowdown", .kind = Kind::slowdown, .required = true,
      .double_member = &HP::comm_compute_slowdown},
     {.path = "node.gpus_per_node", .kind = Kind::integer, .required = true, .int_member = &HP::default_gpus_per_node},
+    {.path = "node.nics_per_node", .kind = Kind::integer, .required = false, .int_member = &HP::default_nics_per_node},
+    {.path = "node.nic_rate", .kind = Kind::bandwidth, .required = false, .bandwidth_member = &HP::default_nic_rate},
 }};
 
 const std::vector<std::string>& precision_names() {
@@ -611,7 +613,7 @@ std::string format_exact(Time t) {
     for (const auto& [unit, factor] : std::vector<std::pair<const char*, double>>{
              {"s", 1e12}, {"ms", 1e9}, {"us", 1e6}, {"ns", 1e3}}) {
         if (ps < factor) continue;
-        const std::string s = fmt::format("{} {}", ps / factor, unit);
+        std::string s = fmt::format("{} {}", ps / factor, unit);
         if (parse_duration(s) == t) return s;
     }
     return fmt::format("{} ps", t.count_ps());

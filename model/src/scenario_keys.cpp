@@ -20,6 +20,7 @@ namespace {
 // The spellings of an enum, in enumerator order (the enums are contiguous from 0).
 template <class E> std::vector<std::string> spellings(int count) {
     std::vector<std::string> out;
+    out.reserve(static_cast<std::size_t>(count));
     for (int i = 0; i < count; ++i) out.push_back(to_string(static_cast<E>(i)));
     return out;
 }

@@ -4,6 +4,8 @@
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/report.hpp"
+#include "trainsim/sim/validate.hpp"
+#include "trainsim/model/validation_set.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -11,7 +13,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <algorithm>
 #include <map>
+#include <thread>
 
 #ifndef TRAINSIM_DEFAULT_DATA_DIR
 #define TRAINSIM_DEFAULT_DATA_DIR "scenarios"
@@ -132,6 +136,17 @@ int run_cli(int argc, char** argv) {
     auto* expl = app.add_subcommand("explain", "show the workload (op shapes and collectives) a scenario builds");
     add_common(expl, exp_args);
 
+    auto* val = app.add_subcommand("validate", "simulate every row of a published-measurements CSV and report the error");
+    std::string val_file, val_data, val_kind;
+    bool val_json = false, val_verbose = false;
+    val->add_option("FILE", val_file, "CSV in the schema of shared/validation/README.md")->required();
+    val->add_option("--data-dir", val_data, "folder with models/ and hardware/");
+    val->add_option("--kind", val_kind, "only rows of this kind (step | end_to_end)");
+    val->add_flag("--json", val_json, "print machine-readable JSON");
+    val->add_flag("--verbose,-v", val_verbose, "list what was chosen for blank cells, per row");
+    std::vector<std::string> val_rows;
+    val->add_option("--row", val_rows, "print the full simulation report of these row ids instead");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -142,6 +157,29 @@ int run_cli(int argc, char** argv) {
     if (*compare) return run_plans(cmp_args, true);
     if (*keys) return print_keys(markdown);
     if (*expl) return explain(exp_args);
+    if (*val) {
+        const auto rows = model::load_validation_csv(val_file, data_dir(val_data));
+        if (!val_rows.empty()) {
+            for (const auto& row : rows) {
+                if (std::find(val_rows.begin(), val_rows.end(), row.id) == val_rows.end()) continue;
+                if (!row.skip_reason.empty()) {
+                    std::cout << "row " << row.id << ": skipped: " << row.skip_reason << "\n";
+                    continue;
+                }
+                std::cout << format_plan(row.plan, estimate_plan(row.plan, {}, true));
+                std::cout << fmt::format("  measured {:.0f} tokens/s per GPU ({})\n", row.measured_tokens_per_s_per_gpu,
+                                         row.source);
+                for (const auto& c : row.choices) std::cout << "  chose " << c << "\n";
+                std::cout << "\n";
+            }
+            return kExitOk;
+        }
+        const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+        const auto rep = validate_rows(rows, val_kind, threads);
+        if (val_json) std::cout << report_json(rep).dump(2) << "\n";
+        else std::cout << report_text(rep, val_verbose);
+        return kExitOk;
+    }
     return kExitBadInput;
 }
 

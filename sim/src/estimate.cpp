@@ -14,7 +14,7 @@ double price_per_gpu_hour(const model::Pricing& pricing) {
     return rate;
 }
 
-RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt) {
+RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt, bool simulate_even_if_too_big) {
     RunEstimate e;
     e.name = plan.name;
     e.currency = plan.pricing.currency;
@@ -26,7 +26,7 @@ RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt) {
     e.peak_tflops = plan.hardware.dense_peak.at(plan.precision).value() / 1e12;
     e.price_per_gpu_hour = price_per_gpu_hour(plan.pricing);
     e.tokens_per_step = static_cast<double>(plan.training.global_batch) * plan.training.seq_len;
-    if (!e.fits) return e;
+    if (!e.fits && !simulate_even_if_too_big) return e;
 
     const auto graph = model::build_workload(plan);
     const ComputeCost compute(plan.hardware);

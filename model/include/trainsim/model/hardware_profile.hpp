@@ -81,8 +81,10 @@ struct HardwareProfile {
     // a compute kernel runs at 1/(1+x) speed while a collective is in flight on the same GPU.
     double comm_compute_slowdown = 0.1;
 
-    // --- defaults for the cluster section ---
+    // --- the typical node this GPU ships in (defaults for the cluster section and validation) ---
     int default_gpus_per_node = 8;
+    int default_nics_per_node = 8;                      // e.g. DGX A100 / H100: one NIC per GPU
+    Bandwidth default_nic_rate = Bandwidth(400e9 / 8);  // per NIC, per direction
 
     // --- calibrated tables (empty for datasheet profiles) ---
     std::vector<GemmSample> gemm_table;

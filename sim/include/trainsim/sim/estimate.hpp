@@ -45,7 +45,9 @@ inline constexpr double kGpusPerMachine = 8.0;
 
 [[nodiscard]] double price_per_gpu_hour(const model::Pricing& pricing);
 
-// Evaluates one plan: memory first; simulates the step only if it fits.
-[[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt = {});
+// Evaluates one plan: memory first; simulates the step only if it fits (or, for validating
+// against runs that were measured, when asked to simulate regardless).
+[[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt = {},
+                                        bool simulate_even_if_too_big = false);
 
 } // namespace trainsim::sim

@@ -1,0 +1,49 @@
+// Published training measurements (../shared/validation/README.md schema) turned into plans.
+// Blank cells are filled with what the row's framework would use, and every such choice is
+// recorded so `trainsim validate` can say what it chose.
+#pragma once
+
+#include "trainsim/model/scenario.hpp"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace trainsim::model {
+
+struct ValidationRow {
+    std::string id;
+    int line = 0;  // in the CSV file
+    std::string source_group;
+    std::string source;
+    std::string gpu;
+    std::string framework;
+    std::string kind;  // step | end_to_end
+    double measured_tokens_per_s_per_gpu = 0;
+    Plan plan;                         // valid only when skip_reason is empty
+    std::vector<std::string> choices;  // "micro_batch=1 (blank; Megatron default)"...
+    std::string skip_reason;           // why the row cannot be simulated
+};
+
+// Framework behaviours that change step time, as explicit named properties with documented
+// defaults (docs/frameworks.md). Unknown frameworks get the Megatron-Core defaults, said so.
+struct FrameworkProfile {
+    std::string name;
+    Sharding sharding = Sharding::dist_opt;  // when the row leaves it blank
+    Recompute recompute = Recompute::none;
+    bool sequence_parallel = true;           // when tp > 1 and the row leaves it blank
+    bool overlap_grad_reduce = true;
+    bool overlap_param_gather = true;
+    bool tp_comm_overlap = false;
+    bool fsdp_prefetch = true;
+    std::string why;  // the documentation of these choices
+};
+[[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);
+
+// Reads the CSV (RFC 4180 quoting). A malformed file (missing column, unparsable number) throws
+// ScenarioError naming file:line and column; a row that is well-formed but cannot be simulated
+// (unknown GPU profile, layout that breaks a rule) is returned with skip_reason set.
+[[nodiscard]] std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file,
+                                                             const std::filesystem::path& data_dir);
+
+} // namespace trainsim::model

@@ -1,0 +1,280 @@
+#include "trainsim/model/validation_set.hpp"
+
+#include "trainsim/model/errors.hpp"
+#include "trainsim/model/layout.hpp"
+#include "trainsim/model/loader.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+namespace trainsim::model {
+
+FrameworkProfile framework_profile(const std::string& fw) {
+    FrameworkProfile f;
+    f.name = fw;
+    if (fw.rfind("megatron-lm-2021", 0) == 0) {
+        // Narayanan et al. SC'21: PTD-P without a distributed optimizer; the data-parallel
+        // all-reduce ran after the backward pass (Megatron-LM 2021 DDP, no overlap).
+        f.sharding = Sharding::none;
+        f.recompute = Recompute::full;
+        f.sequence_parallel = false;
+        f.overlap_grad_reduce = false;
+        f.overlap_param_gather = false;
+        f.why = "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP";
+    } else if (fw.rfind("megatron-lm-2022", 0) == 0) {
+        // Korthikanti et al. 2022 Sec. 6.3: "DP all-reduce not overlapped".
+        f.sharding = Sharding::none;
+        f.recompute = Recompute::selective;
+        f.overlap_grad_reduce = false;
+        f.overlap_param_gather = false;
+        f.why = "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped";
+    } else if (fw.rfind("deepspeed", 0) == 0) {
+        // DeepSpeed ZeRO-3 with overlap_comm and parameter prefetching (its defaults).
+        f.sharding = Sharding::zero3;
+        f.recompute = Recompute::full;
+        f.sequence_parallel = false;
+        f.why = "DeepSpeed ZeRO-3: overlap_comm and parameter prefetch on (DeepSpeed defaults)";
+    } else if (fw.rfind("llm-foundry", 0) == 0) {
+        // llm-foundry FSDP config: FULL_SHARD, PURE mixed precision (BF16 reduce),
+        // forward_prefetch and backward_prefetch BACKWARD_PRE, limit_all_gathers.
+        f.sharding = Sharding::fsdp;
+        f.recompute = Recompute::none;
+        f.sequence_parallel = false;
+        f.why = "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, forward/backward prefetch";
+    } else if (fw.rfind("nemo", 0) == 0) {
+        // NeMo performance recipes on H100: distributed optimizer with overlapped grad reduce and
+        // param gather, TP communication overlap (Transformer Engine userbuffers) for tp > 1.
+        f.tp_comm_overlap = true;
+        f.why = "NeMo (Megatron-Core + TE): dist optimizer, overlapped grad reduce / param gather, TP comm overlap";
+    } else {
+        f.why = fw.rfind("megatron-core", 0) == 0
+                    ? "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default"
+                    : "unknown framework '" + fw + "': Megatron-Core defaults assumed";
+    }
+    return f;
+}
+
+namespace {
+
+// RFC 4180 record reader: fields separated by commas, optionally quoted with "" escapes; a quoted
+// field may span lines. Returns false at end of input.
+bool read_record(std::istream& in, std::vector<std::string>& fields, int& line) {
+    fields.clear();
+    std::string cur;
+    bool quoted = false, any = false;
+    char c = 0;
+    while (in.get(c)) {
+        any = true;
+        if (quoted) {
+            if (c == '"') {
+                if (in.peek() == '"') {
+                    cur.push_back('"');
+                    in.get();
+                } else {
+                    quoted = false;
+                }
+            } else {
+                if (c == '\n') ++line;
+                cur.push_back(c);
+            }
+        } else if (c == '"') {
+            quoted = true;
+        } else if (c == ',') {
+            fields.push_back(std::move(cur));
+            cur.clear();
+        } else if (c == '\n') {
+            ++line;
+            break;
+        } else if (c != '\r') {
+            cur.push_back(c);
+        }
+    }
+    if (!any) return false;
+    fields.push_back(std::move(cur));
+    return true;
+}
+
+const std::vector<std::string> kRequired{"id", "source_group", "source", "model", "layers", "hidden", "heads",
+                                         "kv_heads", "ffn", "ffn_type", "vocab", "seq_len", "gpu", "num_gpus", "tp",
+                                         "pp", "vp", "cp", "dp", "sequence_parallel", "sharding", "micro_batch",
+                                         "global_batch", "recompute", "precision", "framework", "kind",
+                                         "tokens_per_s_per_gpu"};
+
+template <class T>
+std::optional<T> enum_value(const std::string& s, std::initializer_list<std::pair<const char*, T>> table) {
+    for (const auto& [name, v] : table)
+        if (s == name) return v;
+    return std::nullopt;
+}
+
+} // namespace
+
+std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file, const std::filesystem::path& data_dir) {
+    std::ifstream in(file);
+    const std::string fname = file.string();
+    if (!in) throw ScenarioError({Diagnostic{fname, 0, 0, "", "cannot open the validation file"}});
+    std::vector<std::string> header;
+    int line = 1;
+    if (!read_record(in, header, line)) throw ScenarioError({Diagnostic{fname, 1, 1, "", "the file is empty"}});
+    std::map<std::string, std::size_t> col;
+    for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+    std::vector<Diagnostic> diags;
+    for (const auto& k : kRequired)
+        if (!col.contains(k)) diags.push_back({fname, 1, 1, k, "missing column"});
+    if (!diags.empty()) throw ScenarioError(std::move(diags));
+
+    std::map<std::string, HardwareProfile> profiles;
+    std::vector<ValidationRow> rows;
+    std::vector<std::string> f;
+    for (int start = line; read_record(in, f, line); start = line) {
+        if (f.size() == 1 && f[0].empty()) continue;  // blank line
+        if (f.size() != header.size()) {
+            diags.push_back({fname, start, 1, "", fmt::format("{} fields, the header has {}", f.size(), header.size())});
+            continue;
+        }
+        auto cell = [&](const std::string& k) -> const std::string& { return f[col.at(k)]; };
+        auto column_of = [&](const std::string& k) { return static_cast<int>(col.at(k)) + 1; };
+        auto num = [&](const std::string& k, bool required) -> std::optional<double> {
+            const auto& s = cell(k);
+            if (s.empty()) {
+                if (required) diags.push_back({fname, start, column_of(k), k, "required value is blank"});
+                return std::nullopt;
+            }
+            double v = 0;
+            auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+            if (ec != std::errc() || p != s.data() + s.size() || v < 0) {
+                diags.push_back({fname, start, column_of(k), k, fmt::format("'{}' is not a non-negative number", s)});
+                return std::nullopt;
+            }
+            return v;
+        };
+        auto integer = [&](const std::string& k, bool required, int fallback) {
+            auto v = num(k, required);
+            return v ? static_cast<int>(*v) : fallback;
+        };
+
+        ValidationRow r;
+        r.line = start;
+        r.id = cell("id");
+        r.source_group = cell("source_group");
+        r.source = cell("source");
+        r.gpu = cell("gpu");
+        r.framework = cell("framework");
+        r.kind = cell("kind");
+        r.measured_tokens_per_s_per_gpu = num("tokens_per_s_per_gpu", true).value_or(0);
+        const auto fw = framework_profile(r.framework);
+        r.choices.push_back("framework: " + fw.why);
+
+        Plan& p = r.plan;
+        p.name = "row " + r.id;
+        ModelArch& m = p.model;
+        m.name = cell("model");
+        m.source = r.source;
+        m.layers = integer("layers", true, 1);
+        m.hidden = integer("hidden", true, 1);
+        m.heads = integer("heads", true, 1);
+        m.kv_heads = integer("kv_heads", false, m.heads);
+        m.head_dim = m.heads > 0 ? m.hidden / m.heads : 1;
+        m.ffn = integer("ffn", true, 1);
+        m.vocab = integer("vocab", true, 1);
+        if (auto t = enum_value<FfnType>(cell("ffn_type"),
+                                         {{"swiglu", FfnType::swiglu}, {"gelu", FfnType::gelu}, {"relu2", FfnType::relu2}}))
+            m.ffn_type = *t;
+        else
+            diags.push_back({fname, start, column_of("ffn_type"), "ffn_type",
+                             fmt::format("'{}' is not one of swiglu, gelu, relu2", cell("ffn_type"))});
+
+        p.training.seq_len = integer("seq_len", true, 1);
+        p.training.global_batch = integer("global_batch", true, 1);
+        p.training.tokens = 1e12;  // throughput does not depend on it
+        const int gpus = integer("num_gpus", true, 1);
+        auto& par = p.parallel;
+        par.tp = integer("tp", false, 1);
+        par.pp = integer("pp", false, 1);
+        par.cp = integer("cp", false, 1);
+        par.vp = integer("vp", false, 1);
+        if (cell("vp").empty() && par.pp > 1) r.choices.push_back("vp=1 (blank: not interleaved)");
+        par.dp = integer("dp", false, 0);
+        if (par.dp == 0) {
+            par.dp = derive_dp(gpus, par.tp, par.pp, par.cp);
+            r.choices.push_back(fmt::format("dp={} (blank: from the GPU count)", par.dp));
+        }
+        if (auto mb = num("micro_batch", false)) {
+            p.training.micro_batch = static_cast<int>(*mb);
+        } else {
+            p.training.micro_batch = 1;
+            r.choices.push_back("micro_batch=1 (blank: Megatron default)");
+        }
+        if (cell("sequence_parallel").empty()) {
+            par.sequence_parallel = par.tp > 1 && fw.sequence_parallel;
+            r.choices.push_back(fmt::format("sequence_parallel={} (blank: {})", par.sequence_parallel, fw.name));
+        } else {
+            par.sequence_parallel = cell("sequence_parallel") == "true";
+        }
+        if (auto s = enum_value<Sharding>(cell("sharding"), {{"none", Sharding::none}, {"dist_opt", Sharding::dist_opt},
+                                                              {"zero1", Sharding::zero1}, {"zero2", Sharding::zero2},
+                                                              {"zero3", Sharding::zero3}, {"fsdp", Sharding::fsdp},
+                                                              {"hsdp", Sharding::hsdp}})) {
+            par.sharding = *s;
+        } else {
+            par.sharding = fw.sharding;
+            r.choices.push_back(fmt::format("sharding={} (blank: {})", to_string(par.sharding), fw.name));
+        }
+        if (auto rc = enum_value<Recompute>(cell("recompute"), {{"none", Recompute::none},
+                                                                  {"selective", Recompute::selective},
+                                                                  {"full", Recompute::full}})) {
+            par.recompute = *rc;
+        } else {
+            par.recompute = fw.recompute;
+            r.choices.push_back(fmt::format("recompute={} (blank: {})", to_string(par.recompute), fw.name));
+        }
+        par.overlap_grad_reduce = fw.overlap_grad_reduce;
+        par.overlap_param_gather = fw.overlap_param_gather;
+        par.tp_comm_overlap = fw.tp_comm_overlap && par.tp > 1;
+        par.fsdp_prefetch = fw.fsdp_prefetch;
+        if (auto pr = enum_value<Precision>(cell("precision"),
+                                            {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}}))
+            p.precision = *pr;
+        else
+            diags.push_back({fname, start, column_of("precision"), "precision",
+                             fmt::format("'{}' is not one of bf16, fp16, fp8", cell("precision"))});
+
+        // Hardware and cluster: the profile's typical node (GPUs and NICs per node).
+        try {
+            auto it = profiles.find(r.gpu);
+            if (it == profiles.end()) it = profiles.emplace(r.gpu, resolve_profile(r.gpu, file.parent_path(), data_dir)).first;
+            p.hardware = it->second;
+        } catch (const InputError& e) {
+            r.skip_reason = fmt::format("unknown GPU profile '{}': {}", r.gpu, e.diagnostics().empty() ? std::string(e.what())
+                                                                                                      : e.diagnostics().front().message);
+            rows.push_back(std::move(r));
+            continue;
+        }
+        p.cluster.gpu = r.gpu;
+        p.cluster.gpus_per_node = std::min(gpus, p.hardware.default_gpus_per_node);
+        p.cluster.nodes = (gpus + p.cluster.gpus_per_node - 1) / p.cluster.gpus_per_node;
+        p.cluster.nics_per_node = p.hardware.default_nics_per_node;
+        p.cluster.nic_rate = p.hardware.default_nic_rate;
+        r.choices.push_back(fmt::format("cluster: {} nodes x {} GPUs, {} NICs x {} per node (profile's typical node)",
+                                        p.cluster.nodes, p.cluster.gpus_per_node, p.cluster.nics_per_node,
+                                        format_bandwidth(p.cluster.nic_rate)));
+        if (p.cluster.nodes * p.cluster.gpus_per_node != gpus) {
+            r.skip_reason = fmt::format("{} GPUs do not fill whole nodes of {}", gpus, p.cluster.gpus_per_node);
+        }
+        if (r.skip_reason.empty()) {
+            for (const auto& prob : check_layout(p)) {
+                r.skip_reason += (r.skip_reason.empty() ? "" : "; ") + prob.key + ": " + prob.message;
+            }
+        }
+        rows.push_back(std::move(r));
+    }
+    if (!diags.empty()) throw ScenarioError(std::move(diags));
+    return rows;
+}
+
+} // namespace trainsim::model

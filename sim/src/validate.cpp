@@ -1,0 +1,180 @@
+#include "trainsim/sim/validate.hpp"
+
+#include "trainsim/sim/estimate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <thread>
+
+namespace trainsim::sim {
+
+ErrorStats error_stats(const std::vector<double>& signed_errors_pct) {
+    ErrorStats s;
+    s.n = static_cast<int>(signed_errors_pct.size());
+    if (s.n == 0) return s;
+    std::vector<double> a;
+    for (double e : signed_errors_pct) {
+        a.push_back(std::abs(e));
+        s.bias += e;
+        s.mape += std::abs(e);
+    }
+    s.bias /= s.n;
+    s.mape /= s.n;
+    std::sort(a.begin(), a.end());
+    auto quantile = [&](double q) {
+        // Linear interpolation between order statistics (type 7, as numpy's default).
+        const double pos = q * (static_cast<double>(a.size()) - 1.0);
+        const auto lo = static_cast<std::size_t>(std::floor(pos));
+        const auto hi = std::min(lo + 1, a.size() - 1);
+        return a[lo] + (pos - static_cast<double>(lo)) * (a[hi] - a[lo]);
+    };
+    s.median = quantile(0.5);
+    s.p90 = quantile(0.9);
+    s.max = a.back();
+    return s;
+}
+
+ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind, unsigned threads) {
+    ValidationReport rep;
+    rep.rows.resize(rows.size());
+    std::atomic<std::size_t> next{0};
+    std::vector<std::exception_ptr> errors(std::max(1u, threads));
+    auto worker = [&](unsigned w) {
+        try {
+            for (std::size_t i = next++; i < rows.size(); i = next++) {
+                const auto& row = rows[i];
+                RowResult& r = rep.rows[i];
+                r.id = row.id;
+                r.measured = row.measured_tokens_per_s_per_gpu;
+                r.gpu = row.gpu;
+                r.precision = model::to_string(row.plan.precision);
+                r.source_group = row.source_group;
+                r.kind = row.kind;
+                r.choices = row.choices;
+                if (!row.skip_reason.empty()) {
+                    r.status = "skipped";
+                    r.reason = row.skip_reason;
+                    continue;
+                }
+                if (!kind.empty() && row.kind != kind) {
+                    r.status = "skipped";
+                    r.reason = fmt::format("kind '{}' not selected (--kind {})", row.kind, kind);
+                    continue;
+                }
+                if (row.kind == "end_to_end") {
+                    r.status = "skipped";
+                    r.reason = "end-to-end totals include failures and restarts, which the run model does not yet "
+                               "estimate (plans-and-budgets issue)";
+                    continue;
+                }
+                // Memory is reported but not enforced: a measured run fits by definition, so a
+                // "does not fit" verdict flags a memory-model error while the row is still compared.
+                auto e = estimate_plan(row.plan, {}, /*simulate_even_if_too_big=*/true);
+                r.predicted = e.tokens_per_s_per_gpu;
+                r.error_pct = (r.predicted - r.measured) / r.measured * 100.0;
+                if (!e.fits) {
+                    r.status = "does_not_fit";
+                    r.reason = fmt::format("memory model says {:.1f} GiB > {:.1f} GiB on stage {} although the run "
+                                           "was measured: a memory-model error",
+                                           model::to_gib(e.memory.total()), model::to_gib(e.capacity), e.memory.stage);
+                } else {
+                    r.status = "ok";
+                }
+            }
+        } catch (...) {
+            errors[w] = std::current_exception();
+        }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned w = 1; w < threads; ++w) pool.emplace_back(worker, w);
+    worker(0);
+    for (auto& t : pool) t.join();
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+
+    std::vector<double> all;
+    std::map<std::string, std::vector<double>> gp, sg, kd;
+    for (const auto& r : rep.rows) {
+        if (r.status == "skipped") {
+            ++rep.skipped;
+            continue;
+        }
+        if (r.status == "does_not_fit") ++rep.does_not_fit;
+        all.push_back(r.error_pct);
+        gp[r.gpu + " " + r.precision].push_back(r.error_pct);
+        sg[r.source_group].push_back(r.error_pct);
+        kd[r.kind].push_back(r.error_pct);
+    }
+    rep.overall = error_stats(all);
+    for (const auto& [k, v] : gp) rep.by_gpu_precision[k] = error_stats(v);
+    for (const auto& [k, v] : sg) rep.by_source_group[k] = error_stats(v);
+    for (const auto& [k, v] : kd) rep.by_kind[k] = error_stats(v);
+    return rep;
+}
+
+namespace {
+nlohmann::json stats_json(const ErrorStats& s) {
+    return {{"n", s.n}, {"mape_pct", s.mape}, {"median_abs_pct", s.median}, {"p90_abs_pct", s.p90},
+            {"max_abs_pct", s.max}, {"bias_pct", s.bias}};
+}
+} // namespace
+
+nlohmann::json report_json(const ValidationReport& r) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& x : r.rows) {
+        nlohmann::json j{{"id", x.id}, {"status", x.status}, {"measured_tokens_per_s_per_gpu", x.measured},
+                         {"reason", x.reason}, {"choices", x.choices}};
+        if (x.status == "skipped") {
+            j["predicted_tokens_per_s_per_gpu"] = nullptr;
+            j["error_pct"] = nullptr;
+        } else {
+            j["predicted_tokens_per_s_per_gpu"] = x.predicted;
+            j["error_pct"] = x.error_pct;
+        }
+        rows.push_back(j);
+    }
+    nlohmann::json summary = stats_json(r.overall);
+    summary["skipped"] = r.skipped;
+    summary["does_not_fit"] = r.does_not_fit;
+    for (const auto& [k, v] : r.by_gpu_precision) summary["by_gpu_precision"][k] = stats_json(v);
+    for (const auto& [k, v] : r.by_source_group) summary["by_source_group"][k] = stats_json(v);
+    for (const auto& [k, v] : r.by_kind) summary["by_kind"][k] = stats_json(v);
+    return {{"rows", rows}, {"summary", summary}};
+}
+
+std::string report_text(const ValidationReport& r, bool verbose) {
+    std::string s = fmt::format("{:>5}  {:<14} {:<22} {:>11} {:>11} {:>8}  {}\n", "id", "status", "gpu precision",
+                                "predicted", "measured", "error", "note");
+    for (const auto& x : r.rows) {
+        if (x.status == "skipped") {
+            s += fmt::format("{:>5}  {:<14} {:<22} {:>11} {:>11.0f} {:>8}  {}\n", x.id, x.status,
+                             x.gpu + " " + x.precision, "-", x.measured, "-", x.reason);
+            continue;
+        }
+        s += fmt::format("{:>5}  {:<14} {:<22} {:>11.0f} {:>11.0f} {:>+7.1f}%  {}\n", x.id, x.status,
+                         x.gpu + " " + x.precision, x.predicted, x.measured, x.error_pct,
+                         x.status == "does_not_fit" ? x.reason : "");
+        if (verbose)
+            for (const auto& c : x.choices) s += fmt::format("{:>7}chose {}\n", "", c);
+    }
+    auto line = [](const std::string& name, const ErrorStats& st) {
+        return fmt::format("  {:<34} n={:<3} MAPE {:5.1f}%  median {:5.1f}%  p90 {:5.1f}%  max {:5.1f}%  bias {:+5.1f}%\n",
+                           name, st.n, st.mape, st.median, st.p90, st.max, st.bias);
+    };
+    s += "\nsummary (|predicted - measured| / measured, tokens/s/GPU):\n";
+    s += line("overall", r.overall);
+    s += "by gpu x precision:\n";
+    for (const auto& [k, v] : r.by_gpu_precision) s += line(k, v);
+    s += "by source group:\n";
+    for (const auto& [k, v] : r.by_source_group) s += line(k, v);
+    s += "by kind:\n";
+    for (const auto& [k, v] : r.by_kind) s += line(k, v);
+    s += fmt::format("skipped {}, measured-but-does-not-fit (memory-model errors) {}\n", r.skipped, r.does_not_fit);
+    return s;
+}
+
+} // namespace trainsim::sim
