@@ -41,7 +41,7 @@ public:
     [[nodiscard]] const fs::path& path() const { return path_; }
 
     fs::path write(const std::string& relative, const std::string& text) const {
-        const fs::path file = path_ / relative;
+        fs::path file = path_ / relative;
         fs::create_directories(file.parent_path());
         std::ofstream out(file, std::ios::binary);
         out << text;

@@ -71,6 +71,15 @@ std::string to_string(Commitment v) {
     return "?";
 }
 
+std::string to_string(AttentionImpl v) {
+    switch (v) {
+    case AttentionImpl::flash: return "flash";
+    case AttentionImpl::triton: return "triton";
+    case AttentionImpl::unfused: return "unfused";
+    }
+    return "?";
+}
+
 std::string Diagnostic::format() const {
     std::string loc = file;
     if (line > 0) loc += fmt::format(":{}:{}", line, col);

@@ -5,8 +5,8 @@
 //      item. Each layer maps canonical key paths ("parallel.tp") to the value written and its
 //      place; unknown keys are reported here, with a suggestion.
 //   2. Each plan walks the key table (scenario_keys.cpp): the plan's own value, else the default
-//      section's, else the table's default; the table's type says how the value is parsed, the
-//      binding below says where it is stored.
+//      section's, else the table's default (parsed like a written value). A binding below reads
+//      each key by its type (checked against the table's) and stores it in the Plan.
 //   3. The model and the hardware profile are resolved, dp is derived, and check_layout's
 //      problems are attached to the place their key was written.
 // Nothing throws until the whole file has been seen; then every problem is thrown together.
@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <map>

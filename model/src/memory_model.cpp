@@ -117,12 +117,15 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     mb.inflight_microbatches = peak_inflight_chunks(schedule);
     const int layers_per_chunk = m.layers / (p.pp * p.vp);
     const auto& t = plan.training;
-    const Bytes per_layer =
-        layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp, p.recompute, plan.precision);
+    ActivationOptions opt;
+    opt.flash_attention = p.attention != AttentionImpl::unfused;
+    opt.dropout = p.dropout;
+    const Bytes per_layer = layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp,
+                                                   p.recompute, plan.precision, opt);
     double act = per_layer.value() * layers_per_chunk * mb.inflight_microbatches;
     if (p.recompute == Recompute::full) {
         act += layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp, Recompute::none,
-                                      plan.precision)
+                                      plan.precision, opt)
                    .value();
     }
     const double tokens = static_cast<double>(t.micro_batch) * t.seq_len / p.cp;

@@ -25,27 +25,38 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.sequence_parallel = false;
         f.overlap_grad_reduce = false;
         f.overlap_param_gather = false;
-        f.why = "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP";
+        f.attention = AttentionImpl::unfused;
+        f.dropout = true;
+        f.why = "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP, unfused "
+                "attention (fused scale-mask-softmax), dropout 0.1";
     } else if (fw.rfind("megatron-lm-2022", 0) == 0) {
         // Korthikanti et al. 2022 Sec. 6.3: "DP all-reduce not overlapped".
         f.sharding = Sharding::none;
         f.recompute = Recompute::selective;
         f.overlap_grad_reduce = false;
         f.overlap_param_gather = false;
-        f.why = "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped";
+        f.attention = AttentionImpl::unfused;
+        f.dropout = true;
+        f.why = "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped, unfused "
+                "attention, dropout 0.1";
     } else if (fw.rfind("deepspeed", 0) == 0) {
         // DeepSpeed ZeRO-3 with overlap_comm and parameter prefetching (its defaults).
         f.sharding = Sharding::zero3;
         f.recompute = Recompute::full;
         f.sequence_parallel = false;
-        f.why = "DeepSpeed ZeRO-3: overlap_comm and parameter prefetch on (DeepSpeed defaults)";
+        f.attention = AttentionImpl::unfused;
+        f.dropout = true;
+        f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm and parameter prefetch on, unfused attention, "
+                "dropout 0.1";
     } else if (fw.rfind("llm-foundry", 0) == 0) {
         // llm-foundry FSDP config: FULL_SHARD, PURE mixed precision (BF16 reduce),
         // forward_prefetch and backward_prefetch BACKWARD_PRE, limit_all_gathers.
         f.sharding = Sharding::fsdp;
         f.recompute = Recompute::none;
         f.sequence_parallel = false;
-        f.why = "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, forward/backward prefetch";
+        f.attention = AttentionImpl::triton;
+        f.why = "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, forward/backward prefetch; MPT's "
+                "ALiBi attention runs the Triton flash-attention kernel (attn_impl: triton)";
     } else if (fw.rfind("nemo", 0) == 0) {
         // NeMo performance recipes on H100: distributed optimizer with overlapped grad reduce and
         // param gather, TP communication overlap (Transformer Engine userbuffers) for tp > 1.
@@ -237,6 +248,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.overlap_param_gather = fw.overlap_param_gather;
         par.tp_comm_overlap = fw.tp_comm_overlap && par.tp > 1;
         par.fsdp_prefetch = fw.fsdp_prefetch;
+        par.attention = fw.attention;
+        par.dropout = fw.dropout;
         if (auto pr = enum_value<Precision>(cell("precision"),
                                             {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}}))
             p.precision = *pr;

@@ -85,6 +85,8 @@ struct LayerProtos {
     ProtoId fp8_cast_fwd = 0, fp8_cast_bwd = 0;
     ProtoId cp_kv_gather = 0, cp_dkv_reduce = 0;
     ProtoId sp_input_regather = 0;  // SP: all-gather of a saved input for the wgrad GEMM
+    // Unfused attention (Megatron-LM 2021/2022): batched GEMMs around a softmax over s x s scores.
+    std::vector<ProtoId> attn_fwd_ops, attn_bwd_ops;
     SublayerComm attn_comm, mlp_comm;
 };
 
@@ -143,6 +145,14 @@ private:
         p.bytes = Bytes(ob * static_cast<double>(m * k + k * n) + kActBytes * static_cast<double>(m * n));
         return add_proto(std::move(p));
     }
+    ProtoId batched_gemm(std::string name, std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) {
+        const ProtoId id = gemm(std::move(name), m, n, k, Precision::bf16);
+        auto& p = g_.protos[id];
+        p.batch = batch;
+        p.flops = p.flops * static_cast<double>(batch);
+        p.bytes = p.bytes * static_cast<double>(batch);
+        return id;
+    }
     ProtoId memory(std::string name, double bytes) {
         OpProto p;
         p.kind = OpKind::memory;
@@ -186,6 +196,7 @@ private:
         p.seq_kv = plan_.training.seq_len;
         p.head_dim = m_.head_dim;
         p.causal = true;
+        p.attention_impl = p_.attention;
         // Causal flash attention: QK^T and PV over the lower triangle, split evenly over CP
         // ranks by the load-balanced (2*cp chunk) layout. Backward does 5 GEMMs to forward's 2.
         const double s = plan_.training.seq_len;
@@ -236,13 +247,32 @@ private:
         L.rope = memory("rope", 2.0 * kActBytes * Td * qk_heads * m_.head_dim / p_.tp);
         L.attn_fwd = attention("attn_fwd", true);
         L.attn_bwd = attention("attn_bwd", false);
+        if (p_.attention == AttentionImpl::unfused) {
+            // Scores are computed for every (query, key) pair: causal masking does not skip work.
+            const std::int64_t bh = static_cast<std::int64_t>(plan_.training.micro_batch) * (m_.heads / p_.tp);
+            const std::int64_t sq = plan_.training.seq_len / p_.cp, sk = plan_.training.seq_len, d = m_.head_dim;
+            const double scores = static_cast<double>(bh) * static_cast<double>(sq) * static_cast<double>(sk);
+            const double drop = p_.dropout ? 1.0 : 0.0;
+            // Fused scale-mask-softmax: read scores, write probabilities (2 B each); dropout on
+            // the probabilities reads them and writes the result and a 1-byte mask.
+            L.attn_fwd_ops = {batched_gemm("attn_qk", bh, sq, sk, d),
+                              memory("attn_softmax", scores * (4.0 + drop * 5.0)),
+                              batched_gemm("attn_pv", bh, sq, d, sk)};
+            // Backward: dV = P^T dO, dP = dO V^T, dropout and softmax backward (read P, dP (and the
+            // mask), write dS), dQ = dS K, dK = dS^T Q.
+            L.attn_bwd_ops = {batched_gemm("attn_dv", bh, sk, d, sq), batched_gemm("attn_dp", bh, sq, sk, d),
+                              memory("attn_softmax_bwd", scores * (6.0 + drop * 5.0)),
+                              batched_gemm("attn_dq", bh, sq, d, sk), batched_gemm("attn_dk", bh, sk, d, sq)};
+        }
         L.out = gemm("attn_out", T, h, attn_n, gp);
-        L.res_ln2 = memory("residual_ln2", Ts * hd * (3.0 * kActBytes + kActBytes + norm_out));
+        // With dropout, the bias-dropout-add fusion also writes a 1-byte mask (read again in backward).
+        const double mask = p_.dropout ? 1.0 : 0.0;
+        L.res_ln2 = memory("residual_ln2", Ts * hd * (3.0 * kActBytes + kActBytes + norm_out + mask));
         L.fc1 = gemm("fc1", T, fc1_n, h, gp);
         L.act = memory(gated ? "swiglu" : (m_.ffn_type == FfnType::gelu ? "gelu" : "relu2"),
                        Td * fd * ((gated ? 2.0 : 1.0) * kActBytes + norm_out));
         L.fc2 = gemm("fc2", T, h, f, gp);
-        L.residual = memory("residual", Ts * hd * 3.0 * kActBytes);
+        L.residual = memory("residual", Ts * hd * (3.0 * kActBytes + mask));
         // Backward GEMMs: dgrad dX = dY W^T, wgrad dW = X^T dY (k = tokens).
         L.qkv_dgrad = gemm("qkv_dgrad", T, h, qkv_n, gp);
         L.qkv_wgrad = gemm("qkv_wgrad", qkv_n, h, T, gp);
@@ -254,8 +284,8 @@ private:
         L.fc2_wgrad = gemm("fc2_wgrad", h, f, T, gp);
         // Norm backward: read x, dy, residual grad; write dx. Activation backward reads its
         // inputs and the output gradient and writes the input gradients.
-        L.ln1_bwd = memory("ln1_bwd", Ts * hd * 4.0 * kActBytes);
-        L.ln2_bwd = memory("ln2_bwd", Ts * hd * 4.0 * kActBytes);
+        L.ln1_bwd = memory("ln1_bwd", Ts * hd * (4.0 * kActBytes + mask));
+        L.ln2_bwd = memory("ln2_bwd", Ts * hd * (4.0 * kActBytes + mask));
         L.act_bwd = memory("act_bwd", Td * fd * kActBytes * (gated ? 5.0 : 3.0));
         L.rope_bwd = memory("rope_bwd", 2.0 * kActBytes * Td * qk_heads * m_.head_dim / p_.tp);
         if (plan_.precision == Precision::fp8) {
@@ -382,6 +412,14 @@ private:
         return id;
     }
 
+    void attention_forward(StageState& st, Category cat, int mb, int chunk) {
+        if (lp_.attn_fwd_ops.empty()) {
+            compute_tracked(st, lp_.attn_fwd, cat, mb, chunk);
+            return;
+        }
+        for (auto op : lp_.attn_fwd_ops) compute_tracked(st, op, cat, mb, chunk);
+    }
+
     void layer_forward(StageState& st, int mb, int chunk, Category cat, std::uint32_t gather_dep) {
         const auto& L = lp_;
         if (gather_dep != kNone) st.pending.push_back(gather_dep);
@@ -392,7 +430,7 @@ private:
         compute_tracked(st, L.rope, cat, mb, chunk);
         std::uint32_t kv = kNone;
         if (L.cp_kv_gather) kv = emit(st, L.cp_kv_gather, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
-        compute_tracked(st, L.attn_fwd, cat, mb, chunk);
+        attention_forward(st, cat, mb, chunk);
         if (kv != kNone) st.pending.push_back(kv);
         compute_tracked(st, L.out, cat, mb, chunk);
         tp_collective(st, L.attn_comm.fwd_reduce, mb, chunk, Side::after_gemm);
@@ -429,10 +467,14 @@ private:
         tp_collective(st, L.attn_comm.bwd_gather, mb, chunk, Side::before_gemm);
         compute_tracked(st, L.out_dgrad, cat, mb, chunk);
         compute_tracked(st, L.out_wgrad, cat, mb, chunk);
-        if (p_.recompute == Recompute::selective) compute_tracked(st, L.attn_fwd, Category::recompute, mb, chunk);
+        if (p_.recompute == Recompute::selective) attention_forward(st, Category::recompute, mb, chunk);
         std::uint32_t kv = kNone, dkv = kNone;
         if (L.cp_kv_gather) kv = emit(st, L.cp_kv_gather, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
-        compute_tracked(st, L.attn_bwd, cat, mb, chunk);
+        if (L.attn_bwd_ops.empty()) {
+            compute_tracked(st, L.attn_bwd, cat, mb, chunk);
+        } else {
+            for (auto op : L.attn_bwd_ops) compute_tracked(st, op, cat, mb, chunk);
+        }
         if (kv != kNone) st.pending.push_back(kv);
         if (L.cp_dkv_reduce) dkv = emit(st, L.cp_dkv_reduce, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
         compute_tracked(st, L.rope_bwd, cat, mb, chunk);

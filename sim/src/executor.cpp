@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <unordered_map>
 
 namespace trainsim::sim {
@@ -52,6 +53,7 @@ struct RankState {
     EventId completion;
     StepBreakdown bd;
     Time finish;
+    std::vector<Time> proto_busy;  // compute-stream time per proto
 };
 
 struct PendingCollective {
@@ -109,6 +111,12 @@ public:
         res.step_time = crit->finish;
         res.critical_stage = crit->stage;
         res.breakdown = crit->bd;
+        std::map<std::string, Time> by_name;
+        for (std::size_t i = 1; i < g_.protos.size(); ++i)
+            if (crit->proto_busy[i] > Time()) by_name[g_.protos[i].name] += crit->proto_busy[i];
+        res.kernel_time.assign(by_name.begin(), by_name.end());
+        std::sort(res.kernel_time.begin(), res.kernel_time.end(),
+                  [](const auto& a, const auto& b) { return a.second > b.second; });
         if (opt_.record_trace) {
             for (std::size_t slot = 0; slot < ranks_.size(); ++slot) {
                 const auto& r = ranks_[slot];
@@ -159,6 +167,7 @@ private:
             r.start.assign(prog.ops.size(), Time());
             r.end.assign(prog.ops.size(), Time());
             r.completed.assign(prog.ops.size(), false);
+            r.proto_busy.assign(g_.protos.size(), Time());
             slot_of_.emplace(r.id, static_cast<int>(ranks_.size()));
             ranks_.push_back(std::move(r));
         };
@@ -375,6 +384,7 @@ private:
         ++r.done;
         if (o.stream == Stream::compute) {
             const Time took = now - r.start[op];
+            r.proto_busy[o.proto] += took;
             const auto& p = g_.protos[o.proto];
             if (is_compute_kind(p.kind)) {
                 if (took > r.nominal) r.bd.slowdown += took - r.nominal;

@@ -75,8 +75,14 @@ public:
     // step does for most operands). Asynchronous, on the stream.
     void flush_l2();
     void synchronize();
-    // Free and total device memory in bytes.
+    // Free device memory in bytes.
     [[nodiscard]] std::size_t free_memory() const;
+    // Clocks, temperature, power now (NVML; empty fields without it).
+    [[nodiscard]] Telemetry telemetry() const;
+    // Frees the scratch buffers operations reuse (call between families of operations so that
+    // GEMM operands do not sit in memory while the memory-bound sweep wants its 4 GiB arrays).
+    // Precondition: no operation built on this device is alive.
+    void release_scratch();
 
     struct Impl;
     [[nodiscard]] Impl& impl() { return *impl_; }

@@ -56,6 +56,10 @@ struct HardwareProfile {
     // Fraction of the BF16 dense peak reached by causal flash attention at long sequence.
     double attention_fwd_efficiency = 0.5;
     double attention_bwd_efficiency = 0.4;
+    // The same for the Triton flash-attention kernel (llm-foundry's attn_impl: triton); 0 = not
+    // given, then 0.65 x the fused kernel's (FlashAttention-2 paper, A100).
+    double triton_attention_fwd_efficiency = 0.0;
+    double triton_attention_bwd_efficiency = 0.0;
     // Fixed per-kernel cost (launch + tail), added to every kernel.
     Time kernel_overhead = Time::us(4);
 

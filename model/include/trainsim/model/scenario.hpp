@@ -17,6 +17,12 @@ enum class IntraFabric { nvswitch, nvlink_bridge, pcie };
 enum class InterFabric { infiniband, roce, ethernet };
 enum class PriceBasis { gpu_hour, machine_month };
 enum class Commitment { on_demand, monthly, quarterly, annual };
+// How the attention core is computed (docs/model.md "Attention"):
+//   flash   — a fused flash-attention kernel (cuDNN / FlashAttention-2/3 via Transformer Engine);
+//   triton  — the Triton flash-attention kernel (llm-foundry's attn_impl: triton);
+//   unfused — batched QK^T and PV GEMMs around a separate softmax kernel that writes the s x s
+//             scores to memory (Megatron-LM 2021/2022 before flash attention).
+enum class AttentionImpl { flash, triton, unfused };
 
 // A dense decoder-only transformer.
 struct ModelArch {
@@ -56,6 +62,8 @@ struct Parallel {
     bool tp_comm_overlap = false;      // TP collectives overlapped with GEMMs (TE userbuffers)
     bool fsdp_prefetch = true;         // FSDP/ZeRO-3 gathers of the next layer prefetched
     double dp_bucket_params = 40e6;    // parameters per DP gradient bucket (Megatron default)
+    AttentionImpl attention = AttentionImpl::flash;
+    bool dropout = false;              // dropout after attention / MLP and on the attention scores
 };
 
 struct Cluster {
@@ -106,5 +114,6 @@ struct Scenario {
 [[nodiscard]] std::string to_string(InterFabric v);
 [[nodiscard]] std::string to_string(PriceBasis v);
 [[nodiscard]] std::string to_string(Commitment v);
+[[nodiscard]] std::string to_string(AttentionImpl v);
 
 } // namespace trainsim::model

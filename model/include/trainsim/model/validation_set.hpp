@@ -36,6 +36,8 @@ struct FrameworkProfile {
     bool overlap_param_gather = true;
     bool tp_comm_overlap = false;
     bool fsdp_prefetch = true;
+    AttentionImpl attention = AttentionImpl::flash;
+    bool dropout = false;  // GPT-era recipes trained with dropout 0.1
     std::string why;  // the documentation of these choices
 };
 [[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);

@@ -46,11 +46,13 @@ struct OpProto {
     OpKind kind = OpKind::memory;
     std::string name;                   // "qkv", "attn_fwd", "ln1", "tp_ar"...
     Precision precision = Precision::bf16;
-    // GEMM C[m,n] = A[m,k] B[k,n]
+    // GEMM C[m,n] = A[m,k] B[k,n], `batch` independent products (batched / strided GEMM)
     std::int64_t m = 0, n = 0, k = 0;
+    std::int64_t batch = 1;
     // attention: batch*heads (local), query/key lengths, head dim, causal mask
     std::int64_t batch_heads = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
     bool causal = true;
+    AttentionImpl attention_impl = AttentionImpl::flash;
     // memory-bound op: bytes read + written; collective: the buffer size in nccl-tests terms
     // (all_reduce: in = out; all_gather: output; reduce_scatter: input); send/recv: payload.
     Bytes bytes;

@@ -15,8 +15,9 @@ class ComputeCost {
 public:
     explicit ComputeCost(const model::HardwareProfile& hw);
 
-    // C[m,n] = A[m,k] B[k,n] in precision p.
-    [[nodiscard]] Time gemm(model::Precision p, std::int64_t m, std::int64_t n, std::int64_t k) const;
+    // `batch` independent products C[m,n] = A[m,k] B[k,n] in precision p (one kernel).
+    [[nodiscard]] Time gemm(model::Precision p, std::int64_t m, std::int64_t n, std::int64_t k,
+                            std::int64_t batch = 1) const;
     // Flash attention forward or backward described by the proto.
     [[nodiscard]] Time attention(const model::OpProto& op) const;
     // A memory-bound kernel moving `bytes` (read + write).
@@ -25,10 +26,14 @@ public:
     [[nodiscard]] Time cost(const model::OpProto& op) const;
 
     // Fraction of peak a GEMM of this shape reaches in the fallback model (for explain/tests).
-    [[nodiscard]] double gemm_efficiency(model::Precision p, std::int64_t m, std::int64_t n, std::int64_t k) const;
+    [[nodiscard]] double gemm_efficiency(model::Precision p, std::int64_t m, std::int64_t n, std::int64_t k,
+                                         std::int64_t batch = 1) const;
 
 private:
-    [[nodiscard]] double shape_factor(std::int64_t m, std::int64_t n, std::int64_t k) const;
+    // Utilisation of the tensor cores by the tiling: the best of the kernel's tile shapes.
+    // k_rate_ratio: K-loop speed relative to BF16 (2 for FP8), scaling the fixed per-tile cost.
+    [[nodiscard]] double shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
+                                      double k_rate_ratio) const;
     const model::HardwareProfile& hw_;
 };
 

@@ -62,6 +62,8 @@ struct StepResult {
     std::size_t simulated_ranks = 0;
     std::size_t ops = 0;
     std::vector<TraceEvent> trace;          // when ExecOptions::record_trace
+    // Compute-stream time of the critical rank per kernel name ("fc1", "attn_fwd", "ln1"...).
+    std::vector<std::pair<std::string, Time>> kernel_time;
 };
 
 // Precondition: graph = build_workload(plan).

@@ -1,13 +1,17 @@
-// Communication costs (docs/model.md, "Communication"). The analytic model of the core: per
-// collective an alpha-beta cost on NCCL's ring structure, with the bus bandwidth set by the
-// slowest level the group spans (NVLink / NVSwitch / PCIe inside a node, the node's NICs shared
-// by all concurrently communicating groups between nodes). Calibrated collective curves from
-// the profile replace the analytic ones for the (op, group size, scope) they were measured on.
+// Communication costs (docs/network.md). The analytic network model: each collective's time is
+// computed once, before the step is simulated, from the cluster topology (topology.hpp) and
+// NCCL's algorithms on it (collectives.hpp), with every group of the same kind communicating at
+// once and sharing NICs, PCIe and the fat tree (flow_model.hpp). Calibrated collective curves
+// from the profile replace the analytic ones for the (op, group size, scope) they were measured
+// on; the topology model covers everything else (larger groups, other layouts).
 #pragma once
 
 #include "trainsim/model/scenario.hpp"
 #include "trainsim/model/workload.hpp"
+#include "trainsim/sim/collectives.hpp"
+#include "trainsim/sim/topology.hpp"
 
+#include <memory>
 #include <string>
 
 namespace trainsim::sim {
@@ -16,14 +20,6 @@ using model::Bandwidth;
 using model::Bytes;
 using model::Time;
 
-// How a communication group is laid out over the nodes.
-struct GroupPlacement {
-    int size = 1;              // ranks in the group
-    int members_per_node = 1;  // of this group on one node
-    int nodes = 1;             // nodes the group spans
-    int gpus_per_node = 8;
-};
-
 // Rank order of Megatron: tp innermost, then cp, dp, pp. stride = distance between members.
 [[nodiscard]] GroupPlacement place_group(int stride, int size, int gpus_per_node);
 // Placement of each group kind for a plan (and an op graph's HSDP shard size).
@@ -31,28 +27,36 @@ struct GroupPlacement {
 
 struct CollectiveCost {
     Time time;
-    Bandwidth busbw;        // nccl-tests bus bandwidth reached at this size
-    std::string algorithm;  // "ring", "nvls", "calibrated"...
+    Bandwidth busbw;        // nccl-tests bus bandwidth reached at this size (bus bytes / time)
+    std::string algorithm;  // "ring", "tree", "nvls", "nvls_tree", "direct", "calibrated", "none"
+    std::string protocol;   // "LL", "LL128", "Simple"; empty for calibrated curves
 };
 
 class AnalyticNetwork {
 public:
-    AnalyticNetwork(const model::HardwareProfile& hw, const model::Cluster& cluster);
+    // Builds the topology. Throws NetworkError when the cluster cannot be built.
+    AnalyticNetwork(const model::HardwareProfile& hw, const model::Cluster& cluster,
+                    const TopologyOptions& options = {});
+    ~AnalyticNetwork();
+    AnalyticNetwork(AnalyticNetwork&&) noexcept;
+    AnalyticNetwork& operator=(AnalyticNetwork&&) = delete;
+    AnalyticNetwork(const AnalyticNetwork&) = delete;
+    AnalyticNetwork& operator=(const AnalyticNetwork&) = delete;
 
+    // One collective of `bytes` (nccl-tests buffer size) over a group laid out as `g`, while
+    // every group of that kind runs the same collective.
     [[nodiscard]] CollectiveCost collective(model::CollectiveOp op, const GroupPlacement& g, Bytes bytes) const;
     // Point-to-point transfer between two GPUs (pipeline send/recv).
     [[nodiscard]] Time p2p(bool cross_node, Bytes bytes) const;
 
-    // Bus bandwidth inside one node between `members` GPUs, and per group across nodes.
-    [[nodiscard]] Bandwidth intra_node_busbw(model::CollectiveOp op, int members) const;
-    [[nodiscard]] Bandwidth inter_node_busbw(const GroupPlacement& g) const;
+    [[nodiscard]] const Topology& topology() const { return *topo_; }
+    [[nodiscard]] const CollectiveModel& collectives() const { return *model_; }
 
 private:
     const model::HardwareProfile& hw_;
     model::Cluster cluster_;
+    std::unique_ptr<Topology> topo_;
+    std::unique_ptr<CollectiveModel> model_;
 };
-
-// nccl-tests bus-traffic factor: bytes on the busiest link per byte of buffer.
-[[nodiscard]] double bus_factor(model::CollectiveOp op, int n);
 
 } // namespace trainsim::sim

@@ -1,0 +1,76 @@
+// `trainsim-calibrate measure`: walks a plan on a backend and appends one sample per descriptor
+// to DIR/samples.jsonl, recording provenance in DIR/run.json (or run-2.json, run-3.json, ... for
+// later sessions of the same directory: an existing file is never overwritten).
+#pragma once
+
+#include "trainsim/calibrate/backend.hpp"
+#include "trainsim/calibrate/descriptor.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace trainsim::calibrate {
+
+inline constexpr const char* kSamplesFile = "samples.jsonl";
+
+// What a run directory holds before measuring.
+struct RunDir {
+    std::filesystem::path dir;
+    std::filesystem::path samples;     // DIR/samples.jsonl
+    std::set<std::string> done;        // keys already measured (resume)
+    std::optional<nlohmann::json> first_run;  // DIR/run.json when present
+};
+
+// Prepares DIR for measuring. Without resume, DIR must not hold samples yet (CalibrationInputError:
+// "use --resume or another --out"). With resume, reads the keys already measured; `repair` (the
+// writing rank) also truncates a torn last line. Creates DIR when missing.
+[[nodiscard]] RunDir open_run_dir(const std::filesystem::path& dir, bool resume, bool repair);
+
+// Writes DIR/run.json, or the first free run-N.json, created exclusively (O_EXCL) so that two
+// runs never overwrite each other's provenance. Returns the path written.
+std::filesystem::path write_run_info(const std::filesystem::path& dir, const nlohmann::json& info);
+
+struct Progress {
+    std::size_t done = 0;   // descriptors finished in this session
+    std::size_t total = 0;  // descriptors this session will run
+    std::string key;        // the one just finished
+    double elapsed_s = 0;
+    double eta_s = 0;       // from the backend's rough per-descriptor estimates, rescaled by
+                            // how fast the run has actually gone
+};
+
+struct MeasureOptions {
+    std::string plan_name;     // recorded in run.json; a resume must use the same plan
+    std::string command_line;  // recorded in run.json
+    std::function<void(const Progress&)> on_progress;
+    // Test hook: stop (as if killed) after this many descriptors were measured in this session.
+    std::optional<std::size_t> stop_after;
+};
+
+struct MeasureSummary {
+    std::size_t planned = 0;      // descriptors in the plan
+    std::size_t already_done = 0; // skipped: present from an earlier session
+    std::size_t measured = 0;     // measured now (ok)
+    std::size_t unsupported = 0;  // recorded as unsupported now
+    std::filesystem::path run_info;  // the run*.json written (empty on non-writing ranks)
+    bool stopped_early = false;   // stop_after reached
+};
+
+// Measures every descriptor of `plan` not in run.done, in plan order, so that a resumed run ends
+// with exactly the keys of an uninterrupted one. A resumed run must use the same plan name and
+// backend as the first session (CalibrationInputError otherwise).
+MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, const RunDir& run,
+                       const MeasureOptions& opts);
+
+// The UTC time now, ISO 8601 ("2025-01-31T12:00:00Z").
+[[nodiscard]] std::string utc_now();
+
+} // namespace trainsim::calibrate

@@ -1,0 +1,216 @@
+#include "trainsim/calibrate/measure.hpp"
+
+#include "trainsim/calibrate/calibrate_error.hpp"
+#include "trainsim/calibrate/rendezvous.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <system_error>
+
+namespace trainsim::calibrate {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string utc_now() {
+    const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+TimeStats time_op(Backend& backend, PreparedOp& op, const Descriptor& d) {
+    const int calls = std::max(1, d.calls_per_sample);
+    // Warm-up: clocks ramp, caches and lazily created library state (cuBLASLt kernels, NCCL
+    // channels) settle. Each call is completed before the next (start/stop synchronise).
+    for (int i = 0; i < d.warmup; ++i) {
+        op.before_sample();
+        backend.start_timer();
+        op.run();
+        (void)backend.stop_timer();
+        op.after_sample();
+    }
+    std::vector<double> per_call;
+    per_call.reserve(static_cast<std::size_t>(d.iters));
+    for (int i = 0; i < std::max(1, d.iters); ++i) {
+        op.before_sample();
+        // The flush only makes sense before a single call: in a batch the later calls find
+        // their operands in cache anyway (batches are for tiny collectives, not flushed).
+        if (d.flush_l2 && calls == 1) backend.flush_caches();
+        backend.start_timer();
+        for (int c = 0; c < calls; ++c) op.run();
+        const double t = backend.stop_timer();
+        op.after_sample();
+        per_call.push_back(t / calls);
+    }
+    backend.reduce_times(d, per_call);
+    return summarize(std::move(per_call), calls);
+}
+
+RunDir open_run_dir(const fs::path& dir, bool resume, bool repair) {
+    RunDir run;
+    run.dir = dir;
+    run.samples = dir / kSamplesFile;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw CalibrationInputError(dir.string(), "cannot create the output directory: " + ec.message());
+    const bool has_samples = fs::exists(run.samples, ec) && fs::file_size(run.samples, ec) > 0;
+    if (!resume && has_samples)
+        throw CalibrationInputError(run.samples.string(),
+                                    "already holds samples; use --resume to continue that run, or another --out");
+    if (resume) run.done = completed_keys(run.samples, repair);
+    const fs::path first = dir / "run.json";
+    if (fs::exists(first, ec)) {
+        std::ifstream in(first);
+        json j = json::parse(in, nullptr, false);
+        if (j.is_discarded() || !j.is_object())
+            throw CalibrationInputError(first.string(), "not valid JSON; cannot tell which plan this run used");
+        run.first_run = std::move(j);
+    }
+    return run;
+}
+
+fs::path write_run_info(const fs::path& dir, const json& info) {
+    const std::string text = info.dump(2) + "\n";
+    for (int i = 1; i < 10000; ++i) {
+        const fs::path p = dir / (i == 1 ? std::string("run.json") : fmt::format("run-{}.json", i));
+        const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            if (errno == EEXIST) continue;
+            throw std::system_error(errno, std::generic_category(), "cannot create " + p.string());
+        }
+        std::size_t off = 0;
+        while (off < text.size()) {
+            const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                const int err = errno;
+                ::close(fd);
+                throw std::system_error(err, std::generic_category(), "cannot write " + p.string());
+            }
+            off += static_cast<std::size_t>(n);
+        }
+        ::fsync(fd);
+        ::close(fd);
+        return p;
+    }
+    throw CalibrationInputError(dir.string(), "too many run-N.json files");
+}
+
+namespace {
+
+void check_same_run(const RunDir& run, const Backend& backend, const MeasureOptions& opts) {
+    if (!run.first_run) return;
+    const json& f = *run.first_run;
+    const std::string plan = f.value("plan", ""), be = f.value("backend", "");
+    const int ranks = f.value("ranks", 0);
+    if (plan != opts.plan_name || be != backend.name() || ranks != backend.ranks())
+        throw CalibrationInputError(
+            (run.dir / "run.json").string(),
+            fmt::format("this directory holds a run of plan '{}' on backend '{}' with {} ranks; resuming it needs the "
+                        "same (asked: plan '{}', backend '{}', {} ranks), or use another --out",
+                        plan, be, ranks, opts.plan_name, backend.name(), backend.ranks()));
+}
+
+} // namespace
+
+MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, const RunDir& run,
+                       const MeasureOptions& opts) {
+    MeasureSummary sum;
+    sum.planned = plan.size();
+    std::vector<const Descriptor*> todo;
+    for (const auto& d : plan) {
+        if (run.done.contains(d.key)) ++sum.already_done;
+        else todo.push_back(&d);
+    }
+
+    std::optional<SampleWriter> writer;
+    if (backend.writes_samples()) {
+        check_same_run(run, backend, opts);
+        json info;
+        info["tool"] = "trainsim-calibrate measure";
+        info["plan"] = opts.plan_name;
+        info["backend"] = backend.name();
+        info["ranks"] = backend.ranks();
+        info["command_line"] = opts.command_line;
+        info["started_at"] = utc_now();
+        info["host"] = host_name();
+        info["samples_file"] = kSamplesFile;
+        info["descriptors"] = plan.size();
+        info["resumed"] = !run.done.empty();
+        info["already_done"] = sum.already_done;
+        info["provenance"] = backend.provenance();
+        sum.run_info = write_run_info(run.dir, info);
+        writer.emplace(run.samples);
+    }
+
+    double rough_total = 0;
+    for (const auto* d : todo) rough_total += backend.rough_seconds(*d);
+    double rough_done = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::optional<OpKind> last_kind;
+    std::size_t done_now = 0;
+
+    for (const auto* dp : todo) {
+        const Descriptor& d = *dp;
+        if (last_kind && *last_kind != d.kind) backend.end_of_kind();
+        last_kind = d.kind;
+        rough_done += backend.rough_seconds(d);
+        ++done_now;
+        if (!backend.participates(d)) continue;
+
+        Sample s;
+        s.desc = d;
+        s.backend = backend.name();
+        if (auto why = backend.unsupported(d)) {
+            s.status = "unsupported";
+            s.reason = *why;
+        } else {
+            try {
+                auto op = backend.prepare(d);
+                s.time = time_op(backend, *op, d);
+                s.impl = op->implementation();
+                s.algo_index = op->algo_index();
+                s.algo_count = op->algo_count();
+                s.telemetry = backend.telemetry();
+            } catch (const OpUnsupported& e) {
+                s = Sample{};
+                s.desc = d;
+                s.backend = backend.name();
+                s.status = "unsupported";
+                s.reason = e.what();
+            }
+        }
+        s.measured_at = utc_now();
+        if (s.ok()) ++sum.measured;
+        else ++sum.unsupported;
+        if (writer) writer->append(s);
+
+        if (opts.on_progress) {
+            Progress p;
+            p.done = done_now;
+            p.total = todo.size();
+            p.key = d.key;
+            p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            p.eta_s = rough_done > 0 ? p.elapsed_s * (rough_total - rough_done) / rough_done : 0.0;
+            opts.on_progress(p);
+        }
+        if (opts.stop_after && sum.measured + sum.unsupported >= *opts.stop_after) {
+            sum.stopped_early = true;
+            break;
+        }
+    }
+    if (last_kind) backend.end_of_kind();
+    return sum;
+}
+
+} // namespace trainsim::calibrate

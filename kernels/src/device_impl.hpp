@@ -1,0 +1,59 @@
+// GpuDevice's state, shared by the kernels/ sources. Internal (includes CUDA headers).
+#pragma once
+
+#include "trainsim/kernels/gpu_device.hpp"
+
+#include "check.hpp"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace trainsim::kernels {
+
+namespace detail {
+class Nvml;  // libnvidia-ml opened at run time (gpu_device.cpp)
+}
+
+struct GpuDevice::Impl {
+    DeviceInfo info;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    void* l2_flush = nullptr;
+    std::size_t l2_flush_bytes = 0;
+    cublasLtHandle_t lt = nullptr;
+    // cuBLASLt workspace: 32 MiB, what Transformer Engine and PyTorch give Hopper GEMMs
+    // (smaller workspaces rule out some split-K / stream-K algorithms).
+    static constexpr std::size_t kWorkspaceBytes = 32u << 20;
+    void* workspace = nullptr;
+    // Per-tensor FP8 scale factors (device fp32, all 1.0), pointed to by the matmul descriptors.
+    float* scales = nullptr;
+    std::unique_ptr<detail::Nvml> nvml;
+
+    // Named scratch buffers, grown on demand and reused across operations so that a plan of
+    // hundreds of shapes does not call cudaMalloc hundreds of times.
+    struct Slot {
+        void* ptr = nullptr;
+        std::size_t bytes = 0;
+        DType filled_as = DType::fp32;
+        bool positive = false;
+    };
+    std::map<std::string, Slot> slots;
+    std::uint64_t seed = 1;
+
+    // A buffer of at least `bytes` filled with random values of type `fill`.
+    void* scratch(const std::string& name, std::size_t bytes, DType fill, const std::string& context,
+                  bool positive = false);
+    void release_scratch();
+    void check_memory(std::size_t bytes, const std::string& context) const;
+
+    Impl() = default;
+    ~Impl();
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
+};
+
+} // namespace trainsim::kernels

@@ -1,0 +1,150 @@
+#include "trainsim/kernels/nccl_comm.hpp"
+
+#include "nccl_impl.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace trainsim::kernels {
+
+static_assert(sizeof(ncclUniqueId) == std::tuple_size_v<NcclId>, "NcclId must hold an ncclUniqueId");
+
+const char* to_string(CollectiveKind k) {
+    switch (k) {
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::all_to_all: return "all_to_all";
+    case CollectiveKind::send_recv: return "send_recv";
+    }
+    return "?";
+}
+
+NcclId make_nccl_id() {
+    ncclUniqueId id{};
+    TS_NCCL(ncclGetUniqueId(&id), "nccl bootstrap (rank 0)");
+    NcclId out{};
+    std::memcpy(out.data(), &id, sizeof(id));
+    return out;
+}
+
+NcclComm::NcclComm(GpuDevice& device, std::unique_ptr<Impl> impl) : device_(device), impl_(std::move(impl)) {}
+
+NcclComm::NcclComm(GpuDevice& device, const NcclId& id, int nranks, int rank)
+    : device_(device), impl_(std::make_unique<Impl>()) {
+    impl_->dev = &device.impl();
+    impl_->rank = rank;
+    impl_->size = nranks;
+    ncclUniqueId uid{};
+    std::memcpy(&uid, id.data(), sizeof(uid));
+    const std::string ctx = "nccl init rank " + std::to_string(rank) + " of " + std::to_string(nranks);
+    TS_CUDA(cudaSetDevice(device.info().ordinal), ctx);
+    TS_NCCL(ncclCommInitRank(&impl_->comm, nranks, uid, rank), ctx);
+}
+
+NcclComm::~NcclComm() = default;
+
+int NcclComm::rank() const { return impl_->rank; }
+int NcclComm::size() const { return impl_->size; }
+
+std::unique_ptr<NcclComm> NcclComm::split(int color, int key) {
+    const std::string ctx = "nccl split color " + std::to_string(color) + " of rank " + std::to_string(impl_->rank);
+    ncclComm_t sub = nullptr;
+    TS_NCCL(ncclCommSplit(impl_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr), ctx, impl_->comm);
+    if (sub == nullptr) return nullptr;
+    auto impl = std::make_unique<Impl>();
+    impl->comm = sub;
+    impl->dev = impl_->dev;
+    TS_NCCL(ncclCommUserRank(sub, &impl->rank), ctx, sub);
+    TS_NCCL(ncclCommCount(sub, &impl->size), ctx, sub);
+    return std::unique_ptr<NcclComm>(new NcclComm(device_, std::move(impl)));
+}
+
+void NcclComm::max_over_ranks(std::vector<double>& values) {
+    if (values.empty() || impl_->size == 1) return;
+    auto& I = *impl_;
+    const std::string ctx = "max over " + std::to_string(I.size) + " ranks of " + std::to_string(values.size()) + " times";
+    if (I.values_n < values.size()) {
+        if (I.values != nullptr) TS_CUDA(cudaFree(I.values), ctx);
+        I.values = nullptr;
+        TS_CUDA(cudaMalloc(reinterpret_cast<void**>(&I.values), values.size() * sizeof(double)), ctx);
+        I.values_n = values.size();
+    }
+    cudaStream_t st = I.dev->stream;
+    TS_CUDA(cudaMemcpyAsync(I.values, values.data(), values.size() * sizeof(double), cudaMemcpyHostToDevice, st), ctx);
+    TS_NCCL(ncclAllReduce(I.values, I.values, values.size(), ncclFloat64, ncclMax, I.comm, st), ctx, I.comm);
+    TS_CUDA(cudaMemcpyAsync(values.data(), I.values, values.size() * sizeof(double), cudaMemcpyDeviceToHost, st), ctx);
+    TS_CUDA(cudaStreamSynchronize(st), ctx);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::size_t Collective::bytes_needed(CollectiveKind, std::size_t bytes, int) {
+    // Send and receive buffers of `bytes` each cover every op in the nccl-tests convention
+    // (all_gather sends bytes/n, reduce_scatter receives bytes/n).
+    return 2 * bytes;
+}
+
+Collective::Collective(GpuDevice& device, NcclComm& comm, CollectiveKind kind, std::size_t bytes)
+    : impl_(std::make_unique<Impl>()) {
+    auto& I = *impl_;
+    I.kind = kind;
+    I.bytes = bytes;
+    I.comm = &comm.impl();
+    I.dev = &device.impl();
+    I.context = std::string(to_string(kind)) + " " + std::to_string(bytes) + " B over " + std::to_string(comm.size()) +
+                " ranks";
+    const auto n = static_cast<std::size_t>(comm.size());
+    if (bytes == 0 || bytes % (2 * n) != 0)
+        throw std::invalid_argument(I.context + ": size must be a positive multiple of 2 x ranks bytes (bf16 elements)");
+    I.dev->check_memory(bytes_needed(kind, bytes, comm.size()), I.context);
+    I.send = I.dev->scratch("coll.send", bytes, DType::bf16, I.context);
+    I.recv = I.dev->scratch("coll.recv", bytes, DType::bf16, I.context);
+}
+
+Collective::~Collective() = default;
+
+void Collective::run() { detail::run_collective(*impl_, impl_->dev->stream); }
+
+namespace detail {
+
+void run_collective(Collective::Impl& I, cudaStream_t st) {
+    ncclComm_t c = I.comm->comm;
+    const int n = I.comm->size, r = I.comm->rank;
+    const std::size_t count = I.bytes / 2;  // bf16 elements in the nccl-tests "size"
+    const std::size_t part = count / static_cast<std::size_t>(n);
+    auto* send = static_cast<char*>(I.send);
+    auto* recv = static_cast<char*>(I.recv);
+    switch (I.kind) {
+    case CollectiveKind::all_reduce:
+        TS_NCCL(ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, c, st), I.context, c);
+        break;
+    case CollectiveKind::all_gather:
+        TS_NCCL(ncclAllGather(send, recv, part, ncclBfloat16, c, st), I.context, c);
+        break;
+    case CollectiveKind::reduce_scatter:
+        TS_NCCL(ncclReduceScatter(send, recv, part, ncclBfloat16, ncclSum, c, st), I.context, c);
+        break;
+    case CollectiveKind::all_to_all:
+        // NCCL has no all-to-all primitive: grouped point-to-point, as nccl-tests alltoall_perf.
+        TS_NCCL(ncclGroupStart(), I.context, c);
+        for (int p = 0; p < n; ++p) {
+            const std::size_t off = static_cast<std::size_t>(p) * part * 2;
+            TS_NCCL(ncclSend(send + off, part, ncclBfloat16, p, c, st), I.context, c);
+            TS_NCCL(ncclRecv(recv + off, part, ncclBfloat16, p, c, st), I.context, c);
+        }
+        TS_NCCL(ncclGroupEnd(), I.context, c);
+        break;
+    case CollectiveKind::send_recv:
+        TS_NCCL(ncclGroupStart(), I.context, c);
+        TS_NCCL(ncclSend(send, count, ncclBfloat16, (r + 1) % n, c, st), I.context, c);
+        TS_NCCL(ncclRecv(recv, count, ncclBfloat16, (r + n - 1) % n, c, st), I.context, c);
+        TS_NCCL(ncclGroupEnd(), I.context, c);
+        break;
+    }
+}
+
+} // namespace detail
+
+} // namespace trainsim::kernels
