@@ -219,7 +219,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             p.training.micro_batch = static_cast<int>(*mb);
         } else {
             p.training.micro_batch = 1;
-            r.choices.push_back("micro_batch=1 (blank: Megatron default)");
+            r.micro_batch_blank = true;
         }
         if (cell("sequence_parallel").empty()) {
             par.sequence_parallel = par.tp > 1 && fw.sequence_parallel;
@@ -242,7 +242,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             par.recompute = *rc;
         } else {
             par.recompute = fw.recompute;
-            r.choices.push_back(fmt::format("recompute={} (blank: {})", to_string(par.recompute), fw.name));
+            r.recompute_blank = true;
         }
         par.overlap_grad_reduce = fw.overlap_grad_reduce;
         par.overlap_param_gather = fw.overlap_param_gather;

@@ -282,6 +282,11 @@ private:
         L.fc1_wgrad = gemm("fc1_wgrad", fc1_n, h, T, gp);
         L.fc2_dgrad = gemm("fc2_dgrad", T, f, h, gp);
         L.fc2_wgrad = gemm("fc2_wgrad", h, f, T, gp);
+        // Transformer Engine runs FP8 dgrad and wgrad GEMMs with split accumulation
+        // (use_split_accumulator for the backward pass; fast accumulation only in fprop).
+        for (auto id : {L.qkv_dgrad, L.qkv_wgrad, L.out_dgrad, L.out_wgrad, L.fc1_dgrad, L.fc1_wgrad, L.fc2_dgrad,
+                        L.fc2_wgrad})
+            g_.protos[id].split_accumulate = gp == Precision::fp8;
         // Norm backward: read x, dy, residual grad; write dx. Activation backward reads its
         // inputs and the output gradient and writes the input gradients.
         L.ln1_bwd = memory("ln1_bwd", Ts * hd * (4.0 * kActBytes + mask));
@@ -345,10 +350,13 @@ private:
         H.head = gemm("lm_head", T, v, h, hp);
         H.head_dgrad = gemm("lm_head_dgrad", T, h, v, hp);
         H.head_wgrad = gemm("lm_head_wgrad", v, h, T, hp);
-        // Cross-entropy in FP32 over the local logits: read BF16 logits, write FP32 softmax;
-        // backward reads it and writes the BF16 logit gradient.
-        H.loss = memory("cross_entropy", Td * vd * (kActBytes + 4.0));
-        H.loss_bwd = memory("cross_entropy_bwd", Td * vd * (4.0 + kActBytes));
+        // Vocab-parallel cross-entropy as Megatron computes it, element-wise passes over the local
+        // [T, V/tp] logits (megatron/core/tensor_parallel/cross_entropy.py): .float() (read 2,
+        // write 4), max (read 4), subtract max in place (8), exp in place (8), sum (4), divide
+        // into the softmax kept for backward (8) = 38 B per logit; backward: scale the softmax
+        // by the incoming gradient in place (8) and cast back to BF16 (read 4, write 2) = 14 B.
+        H.loss = memory("cross_entropy", Td * vd * 38.0);
+        H.loss_bwd = memory("cross_entropy_bwd", Td * vd * 14.0);
     }
 
     // ---------- per-stage program ----------
@@ -496,9 +504,12 @@ private:
     [[nodiscard]] Group shard_group() const { return p_.sharding == Sharding::hsdp ? Group::dp_shard : Group::dp_cp; }
     [[nodiscard]] int shard_size() const { return p_.sharding == Sharding::hsdp ? g_.hsdp_shard : p_.dp * p_.cp; }
     [[nodiscard]] double grad_bytes() const {
-        // Megatron reduces FP32 main gradients (accumulate_allreduce_grads_in_fp32 with BF16);
-        // DeepSpeed ZeRO and PyTorch FSDP mixed precision reduce in the BF16 compute dtype.
-        return (p_.sharding == Sharding::none || p_.sharding == Sharding::dist_opt) ? 4.0 : 2.0;
+        // Megatron reduces FP32 main gradients with BF16 parameters (arguments.py forces
+        // accumulate_allreduce_grads_in_fp32 for --bf16; FP8 recipes keep BF16 parameters) and
+        // FP16 gradients with --fp16. DeepSpeed ZeRO and PyTorch FSDP mixed precision reduce in
+        // the 16-bit compute dtype.
+        const bool megatron = p_.sharding == Sharding::none || p_.sharding == Sharding::dist_opt;
+        return megatron && plan_.precision != Precision::fp16 ? 4.0 : 2.0;
     }
 
     // Parameters of one "unit" on this TP rank: a layer, the embedding, or the LM head.

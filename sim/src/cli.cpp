@@ -259,7 +259,7 @@ int run_collective(const CollectiveArgs& a) {
     const double algbw = bytes.value() / t.seconds();
     const double busbw = algbw * bus_factor(*op, a.gpus);
     if (a.json) {
-        nlohmann::json j;
+        nlohmann::ordered_json j;
         j["time_s"] = t.seconds();
         j["algbw_gbps"] = algbw / 1e9;
         j["busbw_gbps"] = busbw / 1e9;
@@ -353,8 +353,10 @@ int run_cli(int argc, char** argv) {
                     std::cout << "row " << row.id << ": skipped: " << row.skip_reason << "\n";
                     continue;
                 }
-                const auto e = estimate_plan(row.plan, {}, true);
-                std::cout << format_plan(row.plan, e);
+                auto choices = row.choices;
+                const auto plan = tune_blank_cells(row, choices);
+                const auto e = estimate_plan(plan, {}, true);
+                std::cout << format_plan(plan, e);
                 if (e.step) {
                     std::cout << "  compute-stream time by kernel:";
                     for (const auto& [name, t] : e.step->kernel_time)
@@ -363,7 +365,7 @@ int run_cli(int argc, char** argv) {
                 }
                 std::cout << fmt::format("  measured {:.0f} tokens/s per GPU ({})\n", row.measured_tokens_per_s_per_gpu,
                                          row.source);
-                for (const auto& c : row.choices) std::cout << "  chose " << c << "\n";
+                for (const auto& c : choices) std::cout << "  chose " << c << "\n";
                 std::cout << "\n";
             }
             return kExitOk;

@@ -277,8 +277,11 @@ CollectiveModel::Solved CollectiveModel::solve_uncached(CollectiveOp op, Algorit
             k.erase(std::unique(k.begin(), k.end()), k.end());
             return k;
         };
-        // A channel's order inside node t: start at the member on NIC k (the ring or tree enters
-        // there), then the others in rank order, cyclically.
+        // A channel's order inside node t, as NCCL's ring search builds it on DGX-like nodes: enter
+        // at the member next to NIC k, visit the others in rank order, leave from a member on the
+        // same PCIe switch as the NIC when there is one (so each GPU's PCIe link carries one flow
+        // in and one out per channel pair), else from the last member (which then reaches the
+        // NIC over NVLink through the entry GPU: PXN).
         auto channel_order = [&](const std::vector<int>& ms, int k) {
             std::size_t start = 0;
             for (std::size_t i = 0; i < ms.size(); ++i) {
@@ -288,8 +291,21 @@ CollectiveModel::Solved CollectiveModel::solve_uncached(CollectiveOp op, Algorit
                     break;
                 }
             }
+            const int nic_switch = topo_.pcie_switch_of(topo_.gpu_of_nic(k));
+            std::size_t partner = start;
+            for (std::size_t i = 1; i < ms.size(); ++i) {
+                const auto j = (start + i) % ms.size();
+                if (topo_.pcie_switch_of(topo_.local_of(ms[j])) == nic_switch) {
+                    partner = j;
+                    break;
+                }
+            }
             std::vector<int> o;
-            for (std::size_t i = 0; i < ms.size(); ++i) o.push_back(ms[(start + i) % ms.size()]);
+            for (std::size_t i = 0; i < ms.size(); ++i) {
+                const auto j = (start + i) % ms.size();
+                if (j != partner || partner == start) o.push_back(ms[j]);
+            }
+            if (partner != start) o.push_back(ms[partner]);
             return o;
         };
         auto add_intra = [&](int from, int to, double w) {
@@ -509,6 +525,9 @@ AlgorithmCost CollectiveModel::cost(CollectiveOp op, const GroupPlacement& g, By
             }
             case Algorithm::tree: {
                 lat_us += 2.0 * ((ppn - 1.0) * intra + log2i(nn) * inter);
+                // On 2 nodes a tree moves half the ring's bytes through the NICs and can beat the
+                // network limit when NVLink sustains it (sjeaugey, nccl-tests #196; NVIDIA/nccl #812);
+                // the flow solution has that. NCCL then derates trees by 0.92.
                 bw *= kTreeBw;
                 if (p == Protocol::ll) bw = std::min(bw / 3.8, ll_max);
                 if (p == Protocol::ll128) bw *= nn == 1 ? 7.0 / 9.0 : 120.0 / 128.0;

@@ -102,7 +102,7 @@ Time ComputeCost::gemm(Precision p, std::int64_t m, std::int64_t n, std::int64_t
     }
     auto peak_it = hw_.dense_peak.find(p);
     const double peak = peak_it != hw_.dense_peak.end() ? peak_it->second.value() : hw_.dense_peak.begin()->second.value();
-    const double t_math = flops / (peak * gemm_efficiency(p, m, n, k, batch));
+    const double t_math = flops / (peak * hw_.sustained_clock_ratio * gemm_efficiency(p, m, n, k, batch));
     return Time::from_seconds(std::max(t_math, t_mem)) + hw_.kernel_overhead;
 }
 
@@ -117,7 +117,8 @@ Time ComputeCost::attention(const model::OpProto& op) const {
     const double s = static_cast<double>(op.seq_kv);
     const double eff = base * s / (s + kAttentionHalfSeq);
     const double t_mem = op.bytes.value() / (hw_.hbm_bandwidth.value() * hw_.hbm_efficiency);
-    return Time::from_seconds(std::max(op.flops.value() / (peak * eff), t_mem)) + hw_.kernel_overhead;
+    return Time::from_seconds(std::max(op.flops.value() / (peak * hw_.sustained_clock_ratio * eff), t_mem)) +
+           hw_.kernel_overhead;
 }
 
 Time ComputeCost::memory(Bytes bytes) const {
@@ -126,7 +127,12 @@ Time ComputeCost::memory(Bytes bytes) const {
 
 Time ComputeCost::cost(const model::OpProto& op) const {
     switch (op.kind) {
-    case model::OpKind::gemm: return gemm(op.precision, op.m, op.n, op.k, op.batch);
+    case model::OpKind::gemm: {
+        const Time t = gemm(op.precision, op.m, op.n, op.k, op.batch);
+        if (!op.split_accumulate || hw_.fp8_split_accumulate_speed >= 1.0) return t;
+        return Time::from_seconds((t - hw_.kernel_overhead).seconds() / hw_.fp8_split_accumulate_speed) +
+               hw_.kernel_overhead;
+    }
     case model::OpKind::attention_fwd:
     case model::OpKind::attention_bwd: return attention(op);
     case model::OpKind::memory: return memory(op.bytes);

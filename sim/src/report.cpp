@@ -130,7 +130,7 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      "fp8 {:.1f} | workspace {:.2f} | reserved {:.1f} GiB\n",
                      to_gib(m.weights), to_gib(m.gradients), to_gib(m.optimizer), to_gib(m.activations),
                      m.inflight_microbatches, to_gib(m.fp8_buffers), to_gib(m.workspace), to_gib(m.reserved));
-    if (!e.fits || !e.step) {
+    if (!e.step) {
         s += "  not simulated: the plan does not fit in memory\n";
         return s;
     }

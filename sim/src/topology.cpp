@@ -363,6 +363,8 @@ VertexId Topology::nic_vertex(int node, int nic) const {
                                  static_cast<std::size_t>(nics_ - nic));
 }
 
+int Topology::pcie_switch_of(int local_gpu) const { return local_gpu / kGpusPerPcieSwitch; }
+
 int Topology::send_nic(int local_gpu, int nic) const {
     return send_nic_[static_cast<std::size_t>(local_gpu)][static_cast<std::size_t>(nic)];
 }

@@ -50,6 +50,14 @@ struct HardwareProfile {
     std::map<Precision, std::string> unsupported_reason;  // why (e.g. "A100 has no FP8 tensor cores")
     // Fraction of dense peak reached by large, well-shaped GEMMs (cuBLASLt, measured/published).
     std::map<Precision, double> gemm_efficiency;
+    // Tensor-core clock sustained through a training run (every GPU of the node at its power cap,
+    // communication overlapping compute) relative to the clock of the short GEMM / attention
+    // benchmarks the efficiencies above come from. Scales GEMM and attention throughput, not
+    // memory-bound kernels (the memory clock does not throttle).
+    double sustained_clock_ratio = 1.0;
+    // FP8 GEMM throughput with split (FP32-promoted) accumulation, as Transformer Engine and
+    // torchao run the backward (dgrad / wgrad) GEMMs, relative to fast accumulation (forward).
+    double fp8_split_accumulate_speed = 1.0;
     // Output tile of the GEMM kernels used for wave quantisation (tiles spread over SMs).
     int gemm_tile_m = 128;
     int gemm_tile_n = 256;

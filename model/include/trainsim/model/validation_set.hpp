@@ -22,6 +22,9 @@ struct ValidationRow {
     double measured_tokens_per_s_per_gpu = 0;
     Plan plan;                         // valid only when skip_reason is empty
     std::vector<std::string> choices;  // "micro_batch=1 (blank; Megatron default)"...
+    // Blank cells the simulator may tune as the source's benchmark would have been tuned.
+    bool micro_batch_blank = false;
+    bool recompute_blank = false;
     std::string skip_reason;           // why the row cannot be simulated
 };
 

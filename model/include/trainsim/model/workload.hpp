@@ -49,6 +49,7 @@ struct OpProto {
     // GEMM C[m,n] = A[m,k] B[k,n], `batch` independent products (batched / strided GEMM)
     std::int64_t m = 0, n = 0, k = 0;
     std::int64_t batch = 1;
+    bool split_accumulate = false;  // FP8 backward GEMM with FP32-promoted accumulation
     // attention: batch*heads (local), query/key lengths, head dim, causal mask
     std::int64_t batch_heads = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
     bool causal = true;

@@ -98,6 +98,8 @@ public:
     // NICs on a GPU's PCIe switch that it uses ("its rails"); one or more, shared when
     // nics_per_node < gpus_per_node.
     [[nodiscard]] const std::vector<int>& nics_of(int local_gpu) const { return nics_of_gpu_[local_gpu]; }
+    // The PCIe switch a GPU (local index) sits behind.
+    [[nodiscard]] int pcie_switch_of(int local_gpu) const;
     // The GPU a NIC belongs to (the first GPU on the NIC's PCIe switch that uses it).
     [[nodiscard]] int gpu_of_nic(int nic) const { return gpu_of_nic_[nic]; }
     // The NIC a GPU sends through to reach rail `nic`: the rail itself when it is on the GPU's

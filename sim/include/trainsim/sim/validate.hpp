@@ -36,6 +36,10 @@ struct ValidationReport {
     int skipped = 0, does_not_fit = 0;
 };
 
+// The row's plan with blank micro_batch / recompute cells tuned as the source's benchmark was:
+// the best-throughput choice that fits (recorded in `choices`).
+[[nodiscard]] model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::string>& choices);
+
 // Simulates every row (kind filter: empty = all). Rows run on `threads` workers.
 [[nodiscard]] ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind,
                                              unsigned threads);

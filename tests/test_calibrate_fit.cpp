@@ -1,0 +1,235 @@
+// The fit on synthetic samples with a known answer: alpha-beta lines, the large-GEMM rate, the
+// memory curve, collective curves and hop latency, the overlap slowdown, FP8 marked unsupported;
+// each recovered within 1% (exactly, without noise). And the fitted profile written and read
+// back through the model's loader.
+#include "test_calibrate_support.hpp"
+
+#include "trainsim/calibrate/calibrate_error.hpp"
+#include "trainsim/calibrate/fit.hpp"
+#include "trainsim/model/loader.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace trainsim;
+using namespace trainsim::calibrate;
+using Catch::Matchers::Contains;
+
+namespace {
+
+model::HardwareProfile h100() {
+    return model::load_profile(std::filesystem::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "h100-sxm.yaml");
+}
+
+// A deterministic +-0.5% perturbation (no RNG: the test is the same on every run).
+double noise(std::size_t i) { return 1.0 + 0.005 * static_cast<double>(static_cast<int>(i % 3) - 1); }
+
+SampleFile file_of(std::vector<Sample> samples) {
+    SampleFile f;
+    f.path = "synthetic.jsonl";
+    for (std::size_t i = 0; i < samples.size(); ++i) f.lines.push_back(static_cast<int>(i + 1));
+    f.samples = std::move(samples);
+    return f;
+}
+
+constexpr double kGemmRate = 700e12;  // FLOP/s (0.7075 of H100's 989.4 TFLOP/s BF16 peak)
+constexpr double kGemmT0 = 5e-6;      // s
+constexpr double kMemBw = 2.4e12;     // B/s
+constexpr double kMemT0 = 3e-6;       // s
+constexpr double kBusBw = 370e9;      // B/s (nccl-tests 8xH100 ring all-reduce busbw)
+constexpr double kA0 = 10e-6, kHop = 2e-6;  // alpha(g) = a0 + hop * 2(g - 1)
+
+std::vector<Sample> synthetic_node() {
+    std::vector<Sample> s;
+    for (std::int64_t n : {1024, 2048, 4096, 8192, 16384}) {
+        auto d = test::gemm_desc(n, n, n, "bf16");
+        s.push_back(test::synthetic(d, kGemmT0 + d.flops() / kGemmRate));
+    }
+    for (auto [m, n, k] : {std::tuple{4096, 12288, 4096}, std::tuple{4096, 4096, 4096 * 4}}) {
+        auto d = test::gemm_desc(m, n, k, "bf16");
+        s.push_back(test::synthetic(d, kGemmT0 + d.flops() / kGemmRate));
+    }
+    for (const char* op : {"copy", "triad"})
+        for (std::int64_t e = 1 << 20; e <= (1 << 28); e *= 8) {
+            auto d = test::memory_desc(op, e, "bf16");
+            s.push_back(test::synthetic(d, kMemT0 + d.bytes_moved() / kMemBw));
+        }
+    for (int g : {2, 4, 8})
+        for (double bytes = 1024; bytes <= 1024.0 * 1024 * 1024; bytes *= 16) {
+            auto d = test::collective_desc("all_reduce", g, bytes);
+            s.push_back(test::synthetic(d, kA0 + kHop * 2 * (g - 1) + d.bytes * d.bus_factor() / kBusBw));
+        }
+    for (const char* op : {"gemm_alone", "gemm_under_all_reduce"}) {
+        Descriptor d = test::gemm_desc(8192, 8192, 8192, "bf16");
+        d.kind = OpKind::overlap;
+        d.op = op;
+        d.group_size = 8;
+        d.comm_bytes = d.op == "gemm_alone" ? 0.0 : 1073741824.0;
+        s.push_back(test::synthetic(d, d.op == "gemm_alone" ? 1.0e-3 : 1.15e-3));
+    }
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("fit_line recovers alpha and beta of an exact alpha-beta curve", "[calibrate][fit]") {
+    std::vector<double> x, t;
+    for (double b = 1024; b <= 1024.0 * 1024 * 1024; b *= 4) {
+        x.push_back(b);
+        t.push_back(12e-6 + b / 370e9);
+    }
+    const LineFit f = fit_line(x, t);
+    CHECK(f.alpha == Approx(12e-6).epsilon(1e-9));
+    CHECK(1.0 / f.slope == Approx(370e9).epsilon(1e-9));
+    CHECK(f.r2 == Approx(1.0).epsilon(1e-12));
+    CHECK(f.max_rel_err < 1e-9);
+    CHECK(f.points == x.size());
+}
+
+TEST_CASE("fit_line recovers alpha and beta within 1% under +-0.5% noise", "[calibrate][fit]") {
+    std::vector<double> x, t;
+    std::size_t i = 0;
+    for (double b = 1024; b <= 1024.0 * 1024 * 1024; b *= 2, ++i) {
+        x.push_back(b);
+        t.push_back((12e-6 + b / 370e9) * noise(i));
+    }
+    const LineFit f = fit_line(x, t);
+    CHECK(f.alpha == Approx(12e-6).epsilon(0.01));
+    CHECK(1.0 / f.slope == Approx(370e9).epsilon(0.01));
+    CHECK(f.max_rel_err < 0.011);
+    CHECK(f.r2 > 0.999);
+}
+
+TEST_CASE("fit_line never returns a negative fixed cost", "[calibrate][fit]") {
+    // Points on t = 2e-9 x - 1e-6: the unconstrained intercept is negative; the fit goes
+    // through the origin instead (a kernel cannot take negative time at zero size).
+    const std::vector<double> x{1e3, 1e4, 1e5};
+    std::vector<double> t;
+    for (double v : x) t.push_back(2e-9 * v - 1e-6);
+    const LineFit f = fit_line(x, t);
+    CHECK(f.alpha == 0.0);
+    CHECK(f.slope > 0);
+}
+
+TEST_CASE("fit recovers the GEMM rate, memory and collective curves, hop latency and slowdown", "[calibrate][fit]") {
+    const auto base = h100();
+    const FitResult r = fit(file_of(synthetic_node()), base, default_fit_options());
+    const auto& rep = r.report;
+    const auto& p = r.profile;
+
+    REQUIRE(rep.gemm.size() == 1);
+    const GemmFit& g = rep.gemm[0];
+    CHECK(g.precision == "bf16");
+    CHECK(g.rate == Approx(kGemmRate).epsilon(0.01));
+    CHECK(g.t0 == Approx(kGemmT0).epsilon(0.01));
+    CHECK(g.table_rows == 7);
+    // gemm_efficiency is quoted at 8192^3, as the simulator's fallback expects.
+    const double f8192 = 2.0 * 8192.0 * 8192.0 * 8192.0;
+    const double rate8192 = f8192 / (kGemmT0 + f8192 / kGemmRate);
+    CHECK(g.rate_8192 == Approx(rate8192).epsilon(1e-9));
+    CHECK(p.gemm_efficiency.at(model::Precision::bf16) == Approx(rate8192 / 989.4e12).epsilon(1e-9));
+    CHECK(p.gemm_table.size() == 7);
+    CHECK(p.sources.at("compute.gemm_efficiency.bf16").starts_with("measured:"));
+
+    REQUIRE(p.memory_curve.contains(model::Precision::bf16));
+    CHECK(p.memory_curve.at(model::Precision::bf16).beta_bw.value() == Approx(kMemBw).epsilon(0.01));
+    CHECK(p.memory_curve.at(model::Precision::bf16).alpha.seconds() == Approx(kMemT0).epsilon(0.01));
+    CHECK(p.hbm_efficiency == Approx(kMemBw / 3.35e12).epsilon(0.01));
+    CHECK(p.kernel_overhead.seconds() == Approx(kMemT0).epsilon(0.01));
+
+    REQUIRE(p.collectives.size() == 3);
+    for (const auto& c : p.collectives) {
+        CHECK(c.op == "all_reduce");
+        CHECK(c.scope == "intra_node");
+        CHECK(c.curve.beta_bw.value() == Approx(kBusBw).epsilon(0.01));
+        CHECK(c.curve.alpha.seconds() == Approx(kA0 + kHop * 2 * (c.group_size - 1)).epsilon(0.01));
+    }
+    REQUIRE(rep.hop_latency_s);
+    CHECK(*rep.hop_latency_s == Approx(kHop).epsilon(0.01));
+    CHECK(p.intra_node_latency.seconds() == Approx(kHop).epsilon(0.01));
+
+    REQUIRE(rep.comm_compute_slowdown);
+    CHECK(*rep.comm_compute_slowdown == Approx(0.15).epsilon(1e-6));
+    CHECK(p.comm_compute_slowdown == Approx(0.15).epsilon(1e-6));
+
+    CHECK(p.provenance == model::Provenance::calibrated);
+    CHECK(p.id == "h100-sxm.calibrated");
+    CHECK_THAT(p.sources.at("calibrated"), Contains("synthetic.jsonl"));
+    // What was not measured keeps its datasheet value and source.
+    CHECK(p.gemm_efficiency.at(model::Precision::fp8) == base.gemm_efficiency.at(model::Precision::fp8));
+    CHECK(p.sources.at("compute.gemm_efficiency.fp8") == base.sources.at("compute.gemm_efficiency.fp8"));
+}
+
+TEST_CASE("the fitted profile is written and read back by the model's loader", "[calibrate][fit]") {
+    test::ScratchDir dir;
+    const FitResult r = fit(file_of(synthetic_node()), h100(), default_fit_options());
+    const auto file = dir / "h100.calibrated.yaml";
+    model::write_profile(r.profile, file, false);
+    const auto back = model::load_profile(file);
+    CHECK(back.provenance == model::Provenance::calibrated);
+    REQUIRE(back.gemm_table.size() == r.profile.gemm_table.size());
+    for (std::size_t i = 0; i < back.gemm_table.size(); ++i) {
+        CHECK(back.gemm_table[i].m == r.profile.gemm_table[i].m);
+        CHECK(back.gemm_table[i].time == r.profile.gemm_table[i].time);
+    }
+    REQUIRE(back.collectives.size() == 3);
+    CHECK(back.collectives[0].curve.beta_bw.value() == r.profile.collectives[0].curve.beta_bw.value());
+    CHECK(back.memory_curve.at(model::Precision::bf16).beta_bw.value() ==
+          r.profile.memory_curve.at(model::Precision::bf16).beta_bw.value());
+    CHECK(back.hbm_efficiency == r.profile.hbm_efficiency);
+    // Never overwritten without force.
+    CHECK_THROWS_AS(model::write_profile(r.profile, file, false), model::ProfileError);
+}
+
+TEST_CASE("FP8 GEMMs that never ran are recorded as unsupported in the profile", "[calibrate][fit]") {
+    auto samples = synthetic_node();
+    Sample u;
+    u.desc = test::gemm_desc(8192, 8192, 8192, "fp8_e4m3");
+    u.desc.key = make_key(u.desc);
+    u.status = "unsupported";
+    u.reason = "FP8 needs compute capability >= 8.9; NVIDIA A100-SXM4-80GB is 8.0";
+    u.backend = "cuda";
+    samples.push_back(u);
+    const FitResult r = fit(file_of(samples), h100(), default_fit_options());
+    CHECK_FALSE(r.profile.dense_peak.contains(model::Precision::fp8));
+    CHECK_FALSE(r.profile.gemm_efficiency.contains(model::Precision::fp8));
+    REQUIRE(r.profile.unsupported_reason.contains(model::Precision::fp8));
+    CHECK_THAT(r.profile.unsupported_reason.at(model::Precision::fp8), Contains("compute capability"));
+    // Still a valid profile.
+    test::ScratchDir dir;
+    model::write_profile(r.profile, dir / "p.yaml", false);
+    CHECK_FALSE(model::load_profile(dir / "p.yaml").dense_peak.contains(model::Precision::fp8));
+}
+
+TEST_CASE("unmapped element types are reported, not used; --map enters them", "[calibrate][fit]") {
+    std::vector<Sample> s;
+    for (std::int64_t n : {128, 256, 512}) {
+        auto d = test::gemm_desc(n, n, n, "fp32");
+        s.push_back(test::synthetic(d, d.flops() / 20e9));
+    }
+    const FitResult plain = fit(file_of(s), h100(), default_fit_options());
+    CHECK(plain.profile.gemm_table.empty());
+    CHECK(plain.report.gemm.empty());
+    REQUIRE_FALSE(plain.report.notes.empty());
+    CHECK_THAT(plain.report.notes.front(), Contains("fp32"));
+
+    FitOptions opts = default_fit_options();
+    opts.precision_map["fp32"] = model::Precision::bf16;
+    const FitResult mapped = fit(file_of(s), h100(), opts);
+    REQUIRE(mapped.report.gemm.size() == 1);
+    CHECK(mapped.report.gemm[0].rate == Approx(20e9).epsilon(0.01));
+    CHECK(mapped.profile.gemm_table.size() == 3);
+}
+
+TEST_CASE("summarize gives median, quantiles and spread of per-call times", "[calibrate][fit]") {
+    const TimeStats t = summarize({5, 1, 4, 2, 3}, 1);
+    CHECK(t.median == 3);
+    CHECK(t.min == 1);
+    CHECK(t.max == 5);
+    CHECK(t.mean == Approx(3));
+    CHECK(t.p10 == Approx(1.4));  // linear interpolation between order statistics
+    CHECK(t.p90 == Approx(4.6));
+    CHECK(t.spread() == Approx((4.6 - 1.4) / 3));
+    CHECK(t.stddev == Approx(std::sqrt(2.5)));
+}

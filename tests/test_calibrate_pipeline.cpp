@@ -1,0 +1,203 @@
+// The whole calibration pipeline on the CPU backend: measure -> fit -> write the profile -> load
+// it with the model's loader -> simulate a plan with it. And resume: a run stopped part way (by
+// the test hook, and by SIGKILL of the real executable) ends, after --resume, with exactly the
+// keys of an uninterrupted run, in the same order, none duplicated or lost.
+#include "fixtures.hpp"
+#include "test_calibrate_support.hpp"
+
+#include "trainsim/calibrate/cpu_backend.hpp"
+#include "trainsim/calibrate/fit.hpp"
+#include "trainsim/calibrate/measure.hpp"
+#include "trainsim/calibrate/plan.hpp"
+#include "trainsim/model/loader.hpp"
+#include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/sim/estimate.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+using namespace trainsim;
+using namespace trainsim::calibrate;
+
+namespace {
+
+constexpr int kThreads = 2;  // the CPU backend's ranks in these tests (2 cores on CI)
+
+std::vector<Descriptor> tiny_plan() { return make_plan(PlanKind::tiny, PlanContext{"cpu", kThreads, {}}); }
+
+std::vector<std::string> keys_of(const std::vector<Descriptor>& plan) {
+    std::vector<std::string> k;
+    for (const auto& d : plan) k.push_back(d.key);
+    return k;
+}
+
+std::vector<std::string> keys_of(const SampleFile& f) {
+    std::vector<std::string> k;
+    for (const auto& s : f.samples) k.push_back(s.desc.key);
+    return k;
+}
+
+model::HardwareProfile h100() {
+    return model::load_profile(std::filesystem::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "h100-sxm.yaml");
+}
+
+FitOptions cpu_fit_options() {
+    FitOptions o = default_fit_options();
+    o.precision_map["fp32"] = model::Precision::bf16;  // the CPU's fp32 numbers stand in for bf16
+    return o;
+}
+
+// The toy model at TP 1 with 256 tokens per micro-batch: the GEMMs the tiny plan measured.
+model::Plan toy_plan(const model::HardwareProfile& hw) {
+    model::Plan p = test::small_plan(1, 1, 1, /*global_batch=*/4, /*micro_batch=*/2);
+    p.model = test::toy_model();
+    p.training.seq_len = 128;
+    p.training.tokens = 1e6;
+    p.cluster.gpus_per_node = 1;
+    p.cluster.nodes = 1;
+    p.precision = model::Precision::bf16;
+    p.hardware = hw;
+    return p;
+}
+
+MeasureSummary measure_into(const std::filesystem::path& dir, bool resume, std::optional<std::size_t> stop_after = {}) {
+    auto backend = make_cpu_backend(kThreads);
+    const RunDir run = open_run_dir(dir, resume, true);
+    MeasureOptions o;
+    o.plan_name = "tiny";
+    o.stop_after = stop_after;
+    return measure(*backend, tiny_plan(), run, o);
+}
+
+} // namespace
+
+TEST_CASE("CPU backend end to end: measure, fit, load the profile, simulate with it", "[calibrate][pipeline]") {
+    test::ScratchDir dir;
+    const auto plan = tiny_plan();
+    const MeasureSummary sum = measure_into(dir / "run", false);
+    CHECK(sum.planned == plan.size());
+    CHECK(sum.measured == plan.size());  // everything in the CPU tiny plan runs on a CPU
+    CHECK(sum.unsupported == 0);
+    CHECK(sum.run_info.filename() == "run.json");
+
+    const SampleFile file = read_samples(dir / "run" / kSamplesFile);
+    CHECK(keys_of(file) == keys_of(plan));
+    for (const auto& s : file.samples) {
+        CHECK(s.ok());
+        CHECK(s.time.median > 0);
+        CHECK(s.time.iters == s.desc.iters);
+    }
+
+    const FitResult r = fit(file, h100(), cpu_fit_options());
+    // Fit quality on the backend's own samples is reported (its values depend on the host and its
+    // load; the synthetic tests pin the numbers down).
+    REQUIRE(r.report.gemm.size() == 1);
+    const GemmFit& g = r.report.gemm[0];
+    CHECK(g.dtypes == std::vector<std::string>{"fp32"});
+    CHECK(g.quality.points == 3);  // the 64, 128, 256 square sweep
+    CHECK(g.quality.r2 <= 1.0);
+    CHECK(std::isfinite(g.quality.max_rel_err));
+    CHECK(g.rate > 0);
+    CHECK(g.efficiency > 0);
+    CHECK(g.efficiency < 0.01);  // a CPU core against an H100's BF16 peak
+    CHECK(r.report.collectives.size() == 5);  // every op at group size 2
+    for (const auto& c : r.report.collectives) {
+        CHECK(c.quality.points == 3);
+        CHECK(c.busbw > 0);
+    }
+    CHECK(std::any_of(r.report.memory.begin(), r.report.memory.end(),
+                      [](const MemoryFit& m) { return m.kernel == "all" && m.quality.points == 12; }));
+    CHECK(r.report.attention.size() == 2);
+    CHECK(r.report.comm_compute_slowdown.has_value());
+    const auto j = to_json(r.report);
+    CHECK(j.at("gemm").at(0).at("fit").contains("r2"));
+    CHECK(j.at("collectives").size() == 5);
+
+    const auto profile_file = dir / "cpu.calibrated.yaml";
+    model::write_profile(r.profile, profile_file, false);
+    const model::HardwareProfile loaded = model::load_profile(profile_file);
+    CHECK(loaded.provenance == model::Provenance::calibrated);
+    CHECK(loaded.gemm_table.size() == r.profile.gemm_table.size());
+    CHECK(loaded.collectives.size() == 5);
+
+    // The simulator takes the measured GEMM times from the table for the shapes it measured.
+    const sim::ComputeCost cost(loaded);
+    for (const auto& s : file.samples) {
+        if (s.desc.kind != OpKind::gemm || s.desc.label.find("qkv") == std::string::npos) continue;
+        const auto t = cost.gemm(model::Precision::bf16, s.desc.m, s.desc.n, s.desc.k);
+        CHECK((t - loaded.kernel_overhead).seconds() == Approx(s.time.median).epsilon(1e-6));
+    }
+
+    const sim::RunEstimate e = sim::estimate_plan(toy_plan(loaded));
+    REQUIRE(e.fits);
+    REQUIRE(e.step.has_value());
+    CHECK(e.step_time_s > 0);
+    CHECK(std::isfinite(e.days_to_train));
+    // A CPU core is far slower than the datasheet H100: the calibrated profile must show it.
+    const sim::RunEstimate datasheet = sim::estimate_plan(toy_plan(h100()));
+    CHECK(e.step_time_s > 10 * datasheet.step_time_s);
+}
+
+TEST_CASE("a run stopped part way and resumed ends with exactly the uninterrupted run's samples",
+          "[calibrate][pipeline][resume]") {
+    test::ScratchDir dir;
+    const auto plan = tiny_plan();
+    const auto first = measure_into(dir.path(), false, std::size_t{7});
+    CHECK(first.stopped_early);
+    CHECK(first.measured == 7);
+    CHECK(test::complete_lines(dir / kSamplesFile) == 7);
+
+    const auto second = measure_into(dir.path(), true);
+    CHECK(second.already_done == 7);
+    CHECK(second.measured == plan.size() - 7);
+    CHECK(second.run_info.filename() == "run-2.json");
+
+    const SampleFile file = read_samples(dir / kSamplesFile);  // would throw on a duplicate key
+    CHECK(keys_of(file) == keys_of(plan));
+    const auto run2 = nlohmann::json::parse(test::read_text(dir / "run-2.json"));
+    CHECK(run2.at("resumed") == true);
+    CHECK(run2.at("already_done") == 7);
+
+    // Nothing left: a third session measures nothing and still changes nothing.
+    const auto third = measure_into(dir.path(), true);
+    CHECK(third.measured == 0);
+    CHECK(keys_of(read_samples(dir / kSamplesFile)) == keys_of(plan));
+}
+
+TEST_CASE("trainsim-calibrate measure killed with SIGKILL resumes to exactly the full run's samples",
+          "[calibrate][pipeline][resume][subprocess]") {
+    test::ScratchDir dir;
+    const auto plan = tiny_plan();
+    const std::string out = (dir / "run").string();
+    const std::vector<std::string> args{"measure", "--backend", "cpu", "--plan", "tiny", "--out", out,
+                                        "--threads", std::to_string(kThreads), "--quiet"};
+    const pid_t pid = test::start_child(TRAINSIM_CALIBRATE_EXE, args, dir / "out1", dir / "err1");
+    const auto samples = dir / "run" / kSamplesFile;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (test::complete_lines(samples) < 5 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ::kill(pid, SIGKILL);
+    CHECK(test::wait_child(pid) == -SIGKILL);
+    const std::size_t at_kill = test::complete_lines(samples);
+    REQUIRE(at_kill >= 5);
+    REQUIRE(at_kill < plan.size());  // it really was killed mid-run
+    // A kill during a write leaves a torn line; make sure there is one for resume to repair.
+    {
+        std::ofstream torn(samples, std::ios::app);
+        torn << R"({"schema":1,"key":"gemm/fp32/m=2)";
+    }
+
+    // Without --resume the directory is refused (exit 2: bad input).
+    CHECK(test::run_child(TRAINSIM_CALIBRATE_EXE, args, dir.path()).exit_code == 2);
+
+    auto resume_args = args;
+    resume_args.emplace_back("--resume");
+    const auto r = test::run_child(TRAINSIM_CALIBRATE_EXE, resume_args, dir.path());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const SampleFile file = read_samples(samples);
+    CHECK(keys_of(file) == keys_of(plan));
+    CHECK(std::filesystem::exists(dir / "run" / "run-2.json"));
+}

@@ -1,0 +1,313 @@
+// The network model against published NCCL measurements, and how it shapes simulated steps:
+// contention between concurrent groups, an oversubscribed spine, PCIe vs NVSwitch, TP across
+// nodes, calibrated curves, and the `trainsim collective` command.
+#include "fixtures.hpp"
+#include "trainsim/model/loader.hpp"
+#include "trainsim/model/workload.hpp"
+#include "trainsim/sim/cli.hpp"
+#include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/sim/estimate.hpp"
+#include "trainsim/sim/executor.hpp"
+#include "trainsim/sim/network.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <sstream>
+
+using namespace trainsim;
+using model::CollectiveOp;
+using model::Time;
+
+namespace {
+
+model::HardwareProfile profile(const std::string& id) {
+    return model::resolve_profile(id, ".", TRAINSIM_TEST_DATA_DIR);
+}
+
+struct Net {
+    int gpus = 8;
+    int gpus_per_node = 8;
+    int nics_per_node = 8;
+    double nic_gbit = 400;
+    model::IntraFabric intra = model::IntraFabric::nvswitch;
+    sim::TopologyOptions fabric;
+};
+
+model::Cluster cluster_of(const Net& n) {
+    model::Cluster c;
+    c.gpus_per_node = std::min(n.gpus, n.gpus_per_node);
+    c.nodes = n.gpus / c.gpus_per_node;
+    c.nics_per_node = n.nics_per_node;
+    c.nic_rate = model::Bandwidth(n.nic_gbit * 1e9 / 8);
+    c.intra = n.intra;
+    return c;
+}
+
+// nccl-tests busbw (GB/s) of one collective over all `n.gpus` GPUs, as `trainsim collective` runs it.
+double busbw(const model::HardwareProfile& hw, const Net& n, CollectiveOp op, model::Bytes bytes,
+             std::optional<sim::Algorithm> only = std::nullopt) {
+    const auto c = cluster_of(n);
+    const sim::AnalyticNetwork net(hw, c, n.fabric);
+    const auto g = sim::place_group(1, n.gpus, c.gpus_per_node);
+    const Time t = only ? net.collectives().cost(op, g, bytes, only).time : net.collective(op, g, bytes).time;
+    return bytes.value() / t.seconds() * sim::bus_factor(op, n.gpus) / 1e9;
+}
+
+Time time_of(const model::HardwareProfile& hw, const Net& n, CollectiveOp op, model::Bytes bytes) {
+    const auto c = cluster_of(n);
+    const sim::AnalyticNetwork net(hw, c, n.fabric);
+    return net.collective(op, sim::place_group(1, n.gpus, c.gpus_per_node), bytes).time;
+}
+
+const model::Bytes kLarge = model::gib(4);  // nccl-tests peak region (-e 4G .. 16G)
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Published large-message bus bandwidths, each within 10%.
+
+TEST_CASE("8x A100 SXM all-reduce reaches ~230 GB/s busbw", "[network][published][data]") {
+    // sjeaugey (NCCL) in NVIDIA/nccl-tests #149: 8x A100 all-reduce busbw ~230 GB/s (12 NVLinks x
+    // ~20 GB/s effective, other limits bring it to 230). NVIDIA/nccl #1048: 232.5 GB/s measured.
+    const auto hw = profile("a100-sxm-80gb");
+    CHECK(busbw(hw, {}, CollectiveOp::all_reduce, kLarge) == Approx(230).epsilon(0.10));
+}
+
+TEST_CASE("8x H100 SXM all-reduce: ring ~370 GB/s, NVLS ~475 GB/s", "[network][published][data]") {
+    // sjeaugey in NVIDIA/nccl-tests #212: 370 GB/s with NCCL_ALGO=RING on 8x H100 (~20% protocol
+    // overhead on 450 GB/s), ~480 GB/s with NVLS; nccl-tests #290 (AddyLaddy): 476 GB/s single
+    // node "in the expected range for H100"; nccl-tests #272: 475 GB/s on 8x H200.
+    const auto hw = profile("h100-sxm");
+    CHECK(busbw(hw, {}, CollectiveOp::all_reduce, kLarge, sim::Algorithm::ring) == Approx(370).epsilon(0.10));
+    CHECK(busbw(hw, {}, CollectiveOp::all_reduce, kLarge) == Approx(475).epsilon(0.10));
+    const sim::AnalyticNetwork net(hw, cluster_of({}));
+    CHECK(net.collective(CollectiveOp::all_reduce, sim::place_group(1, 8, 8), kLarge).algorithm == "nvls");
+}
+
+TEST_CASE("8x H800 all-reduce reaches ~215 GB/s busbw", "[network][published][data]") {
+    // NVIDIA/nccl #1374: 8x H800 (NVLink 400 GB/s bidirectional) all-reduce busbw 215 GB/s.
+    const auto hw = profile("h800-sxm");
+    CHECK(busbw(hw, {}, CollectiveOp::all_reduce, kLarge) == Approx(215).epsilon(0.10));
+}
+
+TEST_CASE("H100 PCIe pair over an NVLink bridge reaches ~116 GB/s busbw", "[network][published][data]") {
+    // NVIDIA/nccl #1161: 2x H100 PCIe with an NVLink bridge, all_reduce busbw 116 GB/s at 1-4 GB.
+    const auto hw = profile("h100-pcie");
+    Net n;
+    n.gpus = 2;
+    n.intra = model::IntraFabric::nvlink_bridge;
+    CHECK(busbw(hw, n, CollectiveOp::all_reduce, kLarge) == Approx(116).epsilon(0.10));
+}
+
+TEST_CASE("2x DGX A100 (8x 200 Gb/s) all-reduce: ring ~192 GB/s; the tree goes beyond the NICs", "[network][published][data]") {
+    // AddyLaddy (NVIDIA) in NVIDIA/nccl #812: "On an NVIDIA DGX-A100 system we have 8x200Gbit/s IB
+    // cards and we measure 192GB/s AllReduce BusBW", advising NCCL_ALGO=RING to measure the
+    // network on two nodes, because there the tree moves fewer bytes between nodes and its busbw
+    // exceeds the NICs' (also sjeaugey, nccl-tests #196).
+    const auto hw = profile("a100-sxm-80gb");
+    Net n;
+    n.gpus = 16;
+    n.nic_gbit = 200;
+    const double ring = busbw(hw, n, CollectiveOp::all_reduce, kLarge, sim::Algorithm::ring);
+    CHECK(ring == Approx(192).epsilon(0.10));
+    const double best = busbw(hw, n, CollectiveOp::all_reduce, kLarge);
+    CHECK(best > 8 * 25.0);      // beyond the 8 x 25 GB/s of NICs
+    CHECK(best < 300 * 0.77);    // but not beyond NVLink's ring limit
+}
+
+TEST_CASE("multi-node all-to-all runs at about one NDR NIC per GPU", "[network][published][data]") {
+    // sjeaugey in NVIDIA/nccl-tests #267: "Alltoall cannot aggregate the bandwidth of multiple
+    // NICs, so the performance you should see is the performance of a single NIC"; AddyLaddy
+    // there and in nccl-tests #290: 46-49 GB/s per NDR 400G NIC. busbw = N/(N-1) x per-GPU NIC
+    // bandwidth for N nodes (sjeaugey, nccl-tests #130): 16 nodes -> 1.07x.
+    const auto hw = profile("h100-sxm");
+    Net n;
+    n.gpus = 128;
+    const double bw = busbw(hw, n, CollectiveOp::all_to_all, kLarge);
+    CHECK(bw == Approx(47.5).epsilon(0.10));
+    CHECK(bw > 46 * 0.9);
+    CHECK(bw < 49 * 1.1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small-message latency floors.
+
+TEST_CASE("small all-reduce latency floors are plausible", "[network][latency][data]") {
+    const auto hw = profile("h100-sxm");
+    // One node over NVLink: NCCL's ring/LL model is 6.6 + 14 x 0.6 = 15 us (tuning.cc); nccl-tests
+    // reports ~10-20 us for 8 B on 8x H100.
+    const double one = time_of(hw, {}, CollectiveOp::all_reduce, model::Bytes(8)).seconds() * 1e6;
+    CHECK(one > 8.0);
+    CHECK(one < 25.0);
+    // Two nodes: tens of microseconds (tree/LL: 6.8 + 2 x (7 x 0.6 + 5.0) = 25 us; ring/LL 43 us).
+    Net n;
+    n.gpus = 16;
+    const double two = time_of(hw, n, CollectiveOp::all_reduce, model::Bytes(8)).seconds() * 1e6;
+    CHECK(two > 20.0);
+    CHECK(two < 70.0);
+    CHECK(two > one);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Contention: every group of a kind communicates at once.
+
+TEST_CASE("all DP groups reducing at once share the node's NICs", "[network][contention]") {
+    // 2 nodes x 8 GPUs, TP = 8 inside the node, DP = 2 across: 8 DP groups (one per TP rank), each
+    // with one GPU per node. Closed forms: with a NIC per GPU each group has its own, 50 GB/s x 0.9
+    // NIC efficiency = 45 GB/s; with 2 NICs per node, 4 groups share each NIC: 45 / 4.
+    const auto hw = test::test_profile();
+    model::Cluster c;
+    c.nodes = 2;
+    c.gpus_per_node = 8;
+    c.nic_rate = model::Bandwidth(50e9);
+    const auto dp = sim::place_group(8, 2, 8);
+    c.nics_per_node = 8;
+    const sim::AnalyticNetwork own(hw, c);
+    CHECK(own.collectives().bus_bandwidth(CollectiveOp::all_reduce, sim::Algorithm::ring, dp).value() ==
+          Approx(45e9));
+    c.nics_per_node = 2;
+    const sim::AnalyticNetwork shared(hw, c);
+    CHECK(shared.collectives().bus_bandwidth(CollectiveOp::all_reduce, sim::Algorithm::ring, dp).value() ==
+          Approx(45e9 / 4));
+}
+
+TEST_CASE("an oversubscribed spine slows cross-rack DP but not intra-node TP", "[network][contention]") {
+    // 8 nodes x 8 GPUs, TP = 8, DP = 8; scalable units of 2 nodes, so every DP ring leaves its
+    // leaf four times. Closed form with 4:1 oversubscription: a leaf's up-link has 2 x 50 / 4 x 0.9
+    // = 22.5 GB/s against 45 GB/s for a NIC, so DP rings run at half speed.
+    auto plan = test::small_plan(8, 1, 8, 64, 1);
+    plan.cluster.nic_rate = model::Bandwidth(50e9);
+    sim::TopologyOptions flat, over;
+    flat.nodes_per_leaf = over.nodes_per_leaf = 2;
+    over.oversubscription = 4.0;
+    const sim::AnalyticNetwork a(plan.hardware, plan.cluster, flat), b(plan.hardware, plan.cluster, over);
+    const auto dp = sim::placement_of(model::Group::dp_cp, plan, 1);
+    const auto tp = sim::placement_of(model::Group::tp, plan, 1);
+    const auto ring = sim::Algorithm::ring;
+    CHECK(a.collectives().bus_bandwidth(CollectiveOp::all_reduce, ring, dp).value() == Approx(45e9));
+    CHECK(b.collectives().bus_bandwidth(CollectiveOp::all_reduce, ring, dp).value() == Approx(22.5e9));
+    const model::Bytes bucket(80e6);
+    CHECK(b.collective(CollectiveOp::reduce_scatter, dp, bucket).time.seconds() >
+          1.5 * a.collective(CollectiveOp::reduce_scatter, dp, bucket).time.seconds());
+    CHECK(b.collective(CollectiveOp::all_reduce, tp, bucket).time == a.collective(CollectiveOp::all_reduce, tp, bucket).time);
+
+    // Whole steps: TP exposure unchanged, the step no faster.
+    const auto g = model::build_workload(plan);
+    const sim::ComputeCost cc(plan.hardware);
+    const auto ra = sim::execute_step(plan, g, cc, a);
+    const auto rb = sim::execute_step(plan, g, cc, b);
+    CHECK(rb.breakdown.tp_exposed == ra.breakdown.tp_exposed);
+    CHECK(rb.step_time >= ra.step_time);
+    CHECK(rb.breakdown.dp_exposed >= ra.breakdown.dp_exposed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fabrics and layouts in whole simulated steps (real profiles).
+
+TEST_CASE("a PCIe-only node exposes far more TP communication than NVSwitch", "[network][plan][data]") {
+    auto plan = test::small_plan(8, 1, 1, 8, 1);
+    plan.hardware = profile("h100-sxm");
+    plan.cluster.gpus_per_node = 8;
+    plan.cluster.nodes = 1;
+    plan.cluster.intra = model::IntraFabric::nvswitch;
+    const auto nvswitch = sim::estimate_plan(plan);
+    plan.cluster.intra = model::IntraFabric::pcie;
+    const auto pcie = sim::estimate_plan(plan);
+    REQUIRE(nvswitch.step);
+    REQUIRE(pcie.step);
+    // Ring busbw ~370 GB/s on NVSwitch vs ~22 GB/s across the CPU sockets on PCIe.
+    CHECK(pcie.step->breakdown.tp_exposed.seconds() > 5 * nvswitch.step->breakdown.tp_exposed.seconds());
+    CHECK(pcie.step_time_s > nvswitch.step_time_s);
+}
+
+TEST_CASE("moving TP across nodes is visibly worse", "[network][plan][data]") {
+    auto plan = test::small_plan(8, 1, 2, 16, 1);
+    plan.hardware = profile("h100-sxm");
+    plan.cluster.gpus_per_node = 8;
+    plan.cluster.nodes = 2;
+    const auto inside = sim::estimate_plan(plan);
+    plan.cluster.gpus_per_node = 4;  // TP = 8 now spans two 4-GPU nodes
+    plan.cluster.nodes = 4;
+    plan.cluster.nics_per_node = 4;
+    const auto across = sim::estimate_plan(plan);
+    REQUIRE(inside.step);
+    REQUIRE(across.step);
+    CHECK(across.step->breakdown.tp_exposed.seconds() > 2 * inside.step->breakdown.tp_exposed.seconds());
+    CHECK(across.step_time_s > inside.step_time_s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calibrated curves.
+
+TEST_CASE("calibrated curves replace the model for the scope they were measured on", "[network][calibrated]") {
+    auto hw = test::test_profile();
+    model::CollectiveCurve cal;
+    cal.op = "all_reduce";
+    cal.group_size = 8;
+    cal.scope = "intra_node";
+    cal.curve.alpha = Time::us(10);
+    cal.curve.beta_bw = model::Bandwidth(300e9);
+    hw.collectives.push_back(cal);
+    model::Cluster c;
+    c.nodes = 2;
+    c.gpus_per_node = 8;
+    const sim::AnalyticNetwork net(hw, c);
+    const model::Bytes b(1e9);
+    const auto in = net.collective(CollectiveOp::all_reduce, sim::place_group(1, 8, 8), b);
+    CHECK(in.algorithm == "calibrated");
+    CHECK(in.time.seconds() == Approx(10e-6 + 2.0 * 7 / 8 * 1e9 / 300e9).epsilon(1e-9));
+    // 16 GPUs over two nodes were not measured: the topology model extrapolates.
+    const auto out = net.collective(CollectiveOp::all_reduce, sim::place_group(1, 16, 8), b);
+    CHECK(out.algorithm != "calibrated");
+    CHECK(out.time > Time());
+}
+
+// ---------------------------------------------------------------------------------------------
+// trainsim collective.
+
+namespace {
+// Runs the CLI with stdout captured.
+std::string run_cli(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    std::ostringstream out;
+    auto* old = std::cout.rdbuf(out.rdbuf());
+    try {
+        const int rc = sim::run_cli(static_cast<int>(argv.size()), argv.data());
+        std::cout.rdbuf(old);
+        REQUIRE(rc == sim::kExitOk);
+    } catch (...) {
+        std::cout.rdbuf(old);
+        throw;
+    }
+    return out.str();
+}
+} // namespace
+
+TEST_CASE("trainsim collective prints nccl-tests figures as JSON", "[network][cli][data]") {
+    const auto text = run_cli({"trainsim", "collective", "--gpu", "h100-sxm", "--op", "all_reduce", "--gpus", "8",
+                               "--size", "4GiB", "--json", "--data-dir", TRAINSIM_TEST_DATA_DIR});
+    const auto j = nlohmann::json::parse(text);
+    CHECK(j.size() == 4);
+    for (const char* k : {"time_s", "algbw_gbps", "busbw_gbps", "algorithm"}) CHECK(j.contains(k));
+    CHECK(j["algorithm"] == "nvls");
+    // busbw = algbw x 2(n-1)/n (nccl-tests PERFORMANCE.md).
+    CHECK(j["busbw_gbps"].get<double>() == Approx(j["algbw_gbps"].get<double>() * 2 * 7 / 8));
+    CHECK(j["algbw_gbps"].get<double>() == Approx(4.0 * (1 << 30) / 1e9 / j["time_s"].get<double>()));
+    CHECK(j["busbw_gbps"].get<double>() == Approx(475).epsilon(0.10));
+}
+
+TEST_CASE("trainsim collective rejects bad input with an input error", "[network][cli][data]") {
+    const std::string data = TRAINSIM_TEST_DATA_DIR;
+    CHECK_THROWS_AS(run_cli({"trainsim", "collective", "--gpu", "h100-sxm", "--op", "all_sum", "--data-dir", data}),
+                    model::InputError);
+    CHECK_THROWS_AS(run_cli({"trainsim", "collective", "--gpu", "h100-sxm", "--gpus", "12", "--data-dir", data}),
+                    model::InputError);
+    CHECK_THROWS_AS(run_cli({"trainsim", "collective", "--gpu", "h100-sxm", "--size", "4", "--data-dir", data}),
+                    model::InputError);
+    CHECK_THROWS_AS(run_cli({"trainsim", "collective", "--gpu", "no-such-gpu", "--data-dir", data}), model::InputError);
+    CHECK_THROWS_AS(run_cli({"trainsim", "collective", "--gpu", "a100-sxm-80gb", "--algo", "nvls", "--data-dir", data}),
+                    model::InputError);
+}
