@@ -46,8 +46,12 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.sequence_parallel = false;
         f.attention = AttentionImpl::unfused;
         f.dropout = true;
-        f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm and parameter prefetch on, unfused attention, "
-                "dropout 0.1";
+        // DeepSpeed 0.3-0.5 stage 3 fetched a submodule's parameters with one all-gather per
+        // parameter tensor (coalesced gathers came in 0.6): 12 per GPT layer (QKV, projection,
+        // FC1, FC2 weights and biases, two LayerNorm weights and biases).
+        f.fsdp_gathers_per_layer = 12;
+        f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm and parameter prefetch on, one all-gather per "
+                "parameter tensor (12 per layer), unfused attention, dropout 0.1";
     } else if (fw.rfind("llm-foundry", 0) == 0) {
         // llm-foundry FSDP config: FULL_SHARD, PURE mixed precision (BF16 reduce),
         // forward_prefetch and backward_prefetch BACKWARD_PRE, limit_all_gathers.
@@ -250,6 +254,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.fsdp_prefetch = fw.fsdp_prefetch;
         par.attention = fw.attention;
         par.dropout = fw.dropout;
+        par.fsdp_gathers_per_layer = fw.fsdp_gathers_per_layer;
         if (auto pr = enum_value<Precision>(cell("precision"),
                                             {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}}))
             p.precision = *pr;

@@ -601,9 +601,17 @@ private:
         const double shard = shard_size();
         auto unit_gather = [&](int unit, int mb, int chunk, std::uint32_t after) -> std::uint32_t {
             if (!per_layer_sharding() || shard <= 1) return kNone;
-            const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(), 2.0 * unit_params(unit));
-            if (after == kNone) return emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk);
-            return emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, {after});
+            // A layer's parameters arrive in fsdp_gathers_per_layer collectives (each paying the
+            // ring latency); the embedding and the head are one tensor each.
+            const int pieces = unit >= 0 ? std::max(1, p_.fsdp_gathers_per_layer) : 1;
+            const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(),
+                                          2.0 * unit_params(unit) / pieces);
+            std::uint32_t last = after;
+            for (int i = 0; i < pieces; ++i) {
+                last = last == kNone ? emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk)
+                                     : emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, {last});
+            }
+            return last;
         };
 
         std::vector<std::uint32_t> dp_reduce_ops;

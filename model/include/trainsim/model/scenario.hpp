@@ -64,6 +64,9 @@ struct Parallel {
     double dp_bucket_params = 40e6;    // parameters per DP gradient bucket (Megatron default)
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;              // dropout after attention / MLP and on the attention scores
+    // ZeRO-3 / FSDP: all-gathers issued per layer (1 = the layer's parameters flattened into one
+    // collective, as PyTorch FSDP does; DeepSpeed 2021 gathered each parameter tensor on its own).
+    int fsdp_gathers_per_layer = 1;
 };
 
 struct Cluster {

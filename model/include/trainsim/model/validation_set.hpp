@@ -41,6 +41,7 @@ struct FrameworkProfile {
     bool fsdp_prefetch = true;
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;  // GPT-era recipes trained with dropout 0.1
+    int fsdp_gathers_per_layer = 1;
     std::string why;  // the documentation of these choices
 };
 [[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);
