@@ -103,6 +103,13 @@ std::vector<KeySpec> make_table() {
         key("parallel.fsdp_prefetch", "bool", "", "true", "FSDP / ZeRO-3 gathers of the next layer prefetched"),
         key("parallel.dp_bucket_params", "count", "parameters", "40M",
             "Parameters per data-parallel gradient bucket (Megatron default 40M)"),
+        one_of("parallel.attention", spellings<AttentionImpl>(3), "flash",
+               "Attention kernel: flash (cuDNN / FlashAttention via TE), triton (Triton flash kernel), "
+               "unfused (batched GEMMs + softmax over s x s scores, Megatron before 2023)"),
+        key("parallel.dropout", "bool", "", "false",
+            "Dropout after attention / MLP and on the attention scores (GPT-era recipes)"),
+        key("parallel.fsdp_gathers_per_layer", "int", "collectives", "1",
+            "ZeRO-3 / FSDP all-gathers per layer (1: flattened, as PyTorch FSDP; one per tensor in DeepSpeed 2021)"),
         // --- precision ---
         one_of("precision", spellings<Precision>(3), "bf16",
                "Precision of the GEMMs (fp8: E4M3 forward, E5M2 gradients)"),
