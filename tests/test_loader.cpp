@@ -725,7 +725,7 @@ TEST_CASE("presets merge with inline keys written next to them", "[loader]") {
     CHECK(load_preset("tiny", fx.dir.path()).layers == 4);  // the preset itself is unchanged
 }
 
-TEST_CASE("plans override the defaults key by key; a plan's model replaces the model", "[loader]") {
+TEST_CASE("plans override the defaults key by key, and a plan's model replaces the model", "[loader]") {
     Fixture fx;
     const std::string yaml = R"(title: Compare
 model: tiny
@@ -797,7 +797,7 @@ TEST_CASE("HF config.json loaded, relative to the scenario file", "[loader]") {
     CHECK(p.model.tied_embeddings);
 }
 
-TEST_CASE("--profile replaces cluster.gpu, which is then not required", "[loader]") {
+TEST_CASE("a profile override (--profile) replaces cluster.gpu, which is then not required", "[loader]") {
     Fixture fx;
     LoadOptions opts = fx.opts;
     opts.profile_override = fx.dir.path() / "hardware" / "gpu-bf16.yaml";

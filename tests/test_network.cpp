@@ -223,7 +223,7 @@ TEST_CASE("a PCIe-only node exposes far more TP communication than NVSwitch", "[
 }
 
 TEST_CASE("moving TP across nodes is visibly worse", "[network][plan][data]") {
-    auto plan = test::small_plan(8, 1, 2, 16, 1);
+    auto plan = test::small_plan(8, 1, 2, 32, 4);  // 4 sequences per micro-batch: 32 MB TP messages
     plan.hardware = profile("h100-sxm");
     plan.cluster.gpus_per_node = 8;
     plan.cluster.nodes = 2;
@@ -234,7 +234,7 @@ TEST_CASE("moving TP across nodes is visibly worse", "[network][plan][data]") {
     const auto across = sim::estimate_plan(plan);
     REQUIRE(inside.step);
     REQUIRE(across.step);
-    CHECK(across.step->breakdown.tp_exposed.seconds() > 2 * inside.step->breakdown.tp_exposed.seconds());
+    CHECK(across.step->breakdown.tp_exposed.seconds() > 1.5 * inside.step->breakdown.tp_exposed.seconds());
     CHECK(across.step_time_s > inside.step_time_s);
 }
 

@@ -743,6 +743,9 @@ private:
             if (hw) b_.plan.cluster.gpus_per_node = hw->default_gpus_per_node;
             else bad_.insert("cluster.gpus_per_node");  // unknown without the profile
         }
+        // The NICs of the GPU's typical node (DGX datasheets) unless the scenario says otherwise.
+        if (hw && lookup("cluster.nics_per_node") == nullptr) b_.plan.cluster.nics_per_node = hw->default_nics_per_node;
+        if (hw && lookup("cluster.nic_rate") == nullptr) b_.plan.cluster.nic_rate = hw->default_nic_rate;
         return hw;
     }
 

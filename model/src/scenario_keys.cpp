@@ -122,8 +122,9 @@ std::vector<KeySpec> make_table() {
         key("cluster.gpus_per_node", "int", "", "(profile node.gpus_per_node)", "GPUs per node"),
         one_of("cluster.intra_node", spellings<IntraFabric>(3), "nvswitch", "Fabric between the GPUs of a node"),
         one_of("cluster.inter_node", spellings<InterFabric>(3), "infiniband", "Fabric between nodes"),
-        key("cluster.nics_per_node", "int", "", "8", "Network interfaces per node (0 for a single node)"),
-        key("cluster.nic_rate", "bandwidth", "bit/s or B/s", "400 Gbit/s", "Line rate per NIC, per direction"),
+        key("cluster.nics_per_node", "int", "", "(profile node.nics_per_node)",
+            "Network interfaces per node (0 for a single node)"),
+        key("cluster.nic_rate", "bandwidth", "bit/s or B/s", "(profile node.nic_rate)", "Line rate per NIC, per direction"),
         // --- pricing ---
         key("pricing", "section", "", "", "What the GPUs cost"),
         one_of("pricing.basis", spellings<PriceBasis>(2), "gpu_hour",

@@ -1,0 +1,108 @@
+// The trainsim executable as users' budgeting scripts see it: JSON field names, exit codes, and
+// the arithmetic that ties days, GPU-hours and money to the simulated throughput.
+#include "trainsim/sim/estimate.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+    int rc = -1;
+    std::string out;
+};
+
+// Runs the built trainsim with TRAINSIM_DATA_DIR pointing at the shipped data.
+Run run_trainsim(const std::string& args) {
+    const std::string cmd = std::string("TRAINSIM_DATA_DIR='") + TRAINSIM_TEST_DATA_DIR + "' '" + TRAINSIM_EXE + "' " +
+                            args + " 2>/dev/null";
+    Run r;
+    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+    REQUIRE(pipe);
+    std::array<char, 4096> buf{};
+    while (std::fgets(buf.data(), buf.size(), pipe.get()) != nullptr) r.out += buf.data();
+    const int status = pclose(pipe.release());
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+const char* const kFields[] = {"name", "step_time_s", "tokens_per_s_per_gpu", "mfu", "memory_per_gpu_gib",
+                               "fits", "days_to_train", "gpu_hours", "cost", "currency"};
+
+} // namespace
+
+TEST_CASE("every question scenario prints days, GPU-hours and cost in JSON", "[cli][contract]") {
+    int files = 0;
+    for (const auto& entry : fs::directory_iterator(fs::path(TRAINSIM_TEST_DATA_DIR) / "questions")) {
+        if (entry.path().extension() != ".yaml") continue;
+        ++files;
+        CAPTURE(entry.path().string());
+        const auto r = run_trainsim("compare --json '" + entry.path().string() + "'");
+        const auto j = nlohmann::json::parse(r.out);
+        REQUIRE(j.contains("plans"));
+        bool all_fit = true;
+        int fitting = 0;
+        for (const auto& p : j["plans"]) {
+            for (const char* f : kFields) CHECK(p.contains(f));
+            all_fit = all_fit && p["fits"].get<bool>();
+            if (!p["fits"].get<bool>()) {
+                CHECK(p["days_to_train"].is_null());
+                CHECK(p["memory_per_gpu_gib"].get<double>() > p["memory"]["capacity_gib"].get<double>());
+                continue;
+            }
+            ++fitting;
+            // tokens/s/GPU = global_batch * seq_len / (step_time * GPUs)  (design.md "Definitions")
+            const double tps = p["global_batch"].get<double>() * p["seq_len"].get<double>() /
+                               (p["step_time_s"].get<double>() * p["num_gpus"].get<double>());
+            CHECK(p["tokens_per_s_per_gpu"].get<double>() == Approx(tps).epsilon(1e-9));
+            // days = tokens / (tokens/s) / 86400; GPU-hours = days * 24 * GPUs; cost = GPU-h * price
+            const double days = p["tokens"].get<double>() / (tps * p["num_gpus"].get<double>()) / 86400.0;
+            CHECK(p["days_to_train"].get<double>() == Approx(days).epsilon(1e-9));
+            CHECK(p["gpu_hours"].get<double>() == Approx(days * 24.0 * p["num_gpus"].get<double>()).epsilon(1e-9));
+            CHECK(p["cost"].get<double>() ==
+                  Approx(p["gpu_hours"].get<double>() * p["price_per_gpu_hour"].get<double>()).epsilon(1e-9));
+            CHECK(p["cost"].get<double>() > 0);
+            CHECK(p["mfu"].get<double>() > 0.05);
+            CHECK(p["mfu"].get<double>() < 1.0);
+        }
+        CHECK(fitting > 0);
+        CHECK(r.rc == (all_fit ? 0 : 3));
+    }
+    CHECK(files >= 6);
+}
+
+TEST_CASE("one plan prints a single JSON object; bad input exits 2", "[cli][contract]") {
+    const auto one = run_trainsim("simulate --json '" + std::string(TRAINSIM_TEST_DATA_DIR) + "/../bench/llama2-70b-1024xh100.yaml'");
+    CHECK(one.rc == 0);
+    const auto j = nlohmann::json::parse(one.out);
+    CHECK(j.is_object());
+    CHECK_FALSE(j.contains("plans"));
+    CHECK(j["name"].is_string());
+    CHECK(run_trainsim("simulate /nonexistent/file.yaml").rc == 2);
+    CHECK(run_trainsim("simulate").rc == 2);
+    CHECK(run_trainsim("no-such-command").rc == 2);
+}
+
+TEST_CASE("prices: machine-months and commitment discounts", "[pricing]") {
+    using namespace trainsim;
+    model::Pricing p;
+    p.basis = model::PriceBasis::gpu_hour;
+    p.rate = 2.0;
+    CHECK(sim::price_per_gpu_hour(p) == Approx(2.0));
+    p.commitment = model::Commitment::annual;
+    p.discounts[model::Commitment::annual] = 0.15;
+    CHECK(sim::price_per_gpu_hour(p) == Approx(1.7));
+    // An 8-GPU machine at 14,600 per month: 14,600 / (8 x 730 h) = 2.5 per GPU-hour, 15% off.
+    p.basis = model::PriceBasis::machine_month;
+    p.rate = 14600.0;
+    CHECK(sim::price_per_gpu_hour(p) == Approx(2.5 * 0.85));
+}
