@@ -53,3 +53,12 @@ TEST_CASE("engine cancel removes a pending event and is idempotent", "[engine]")
     CHECK(ran == 10);
     CHECK(e.empty());
 }
+
+TEST_CASE("engine: a default event handle refers to no event", "[engine]") {
+    Engine e;
+    int ran = 0;
+    e.schedule_at(Time::us(1), [&] { ++ran; });
+    e.cancel(trainsim::sim::EventId{});
+    CHECK(e.run() == 1);
+    CHECK(ran == 1);
+}

@@ -54,6 +54,15 @@ struct RankState {
     StepBreakdown bd;
     Time finish;
     std::vector<Time> proto_busy;  // compute-stream time per proto
+    // Communication in flight per link domain (0: inside the node, 1: across nodes). Transfers
+    // that share a domain share its bandwidth equally (processor sharing).
+    struct RunningComm {
+        std::uint32_t op;
+        double work_left_ps;  // at the full bandwidth of the link
+        EventId completion;
+    };
+    std::array<std::vector<RunningComm>, 2> comm_domain;
+    std::array<Time, 2> comm_updated;
 };
 
 struct PendingCollective {
@@ -74,12 +83,15 @@ public:
         slowdown_rate_ = 1.0 / (1.0 + plan.hardware.comm_compute_slowdown);
         // Costs per proto, computed once.
         proto_time_.resize(g_.protos.size());
+        proto_domain_.assign(g_.protos.size(), 0);
         for (std::size_t i = 1; i < g_.protos.size(); ++i) {
             const auto& p = g_.protos[i];
             if (is_compute_kind(p.kind)) {
                 proto_time_[i] = compute.cost(p);
             } else if (p.kind == OpKind::collective) {
-                proto_time_[i] = net_.collective(p.collective, placement_of(p.group, plan_, g_.hsdp_shard), p.bytes).time;
+                const auto placement = placement_of(p.group, plan_, g_.hsdp_shard);
+                proto_time_[i] = net_.collective(p.collective, placement, p.bytes).time;
+                proto_domain_[i] = placement.nodes > 1 ? 1 : 0;
             }
         }
         for (const auto& st : g_.stages) stages_.push_back(make_static(st));
@@ -350,11 +362,11 @@ private:
         const bool cross = (r.id / gpn) != (peer_id / gpn);
         const auto& proto = g_.protos[o.proto];
         const Time dur = net_.p2p(cross, proto.bytes);
-        start_comm(slot, op, dur);
-        start_comm(other.slot, other.op, dur);
+        start_comm(slot, op, dur, cross ? 1 : 0);
+        start_comm(other.slot, other.op, dur, cross ? 1 : 0);
     }
 
-    void start_comm(int slot, std::uint32_t op, Time dur_override = Time::ps(-1)) {
+    void start_comm(int slot, std::uint32_t op, Time dur_override = Time::ps(-1), int domain = -1) {
         auto& r = ranks_[static_cast<std::size_t>(slot)];
         const auto& o = prog_of(r).ops[op];
         const Time dur = dur_override >= Time() ? dur_override : proto_time_[o.proto];
@@ -364,7 +376,47 @@ private:
             comm_changed(slot, +1);
         }
         r.start[op] = engine_.now();
-        engine_.schedule_after(dur, [this, slot, op] { complete(slot, op); });
+        const auto d = static_cast<std::size_t>(domain >= 0 ? domain : proto_domain_[o.proto]);
+        settle_domain(r, d);
+        r.comm_domain[d].push_back({op, static_cast<double>(dur.count_ps()), EventId{}});
+        reschedule_domain(slot, d);
+    }
+
+    // Progress every transfer of a domain up to now at the rate it had (1/k of the link each).
+    void settle_domain(RankState& r, std::size_t d) {
+        auto& run = r.comm_domain[d];
+        const Time now = engine_.now();
+        if (!run.empty()) {
+            const double done = static_cast<double>((now - r.comm_updated[d]).count_ps()) / static_cast<double>(run.size());
+            for (auto& c : run) c.work_left_ps = std::max(0.0, c.work_left_ps - done);
+        }
+        r.comm_updated[d] = now;
+    }
+
+    void reschedule_domain(int slot, std::size_t d) {
+        auto& r = ranks_[static_cast<std::size_t>(slot)];
+        auto& run = r.comm_domain[d];
+        const double k = static_cast<double>(run.size());
+        for (auto& c : run) {
+            engine_.cancel(c.completion);
+            const auto left = static_cast<std::int64_t>(c.work_left_ps * k + 0.5);
+            const std::uint32_t op = c.op;
+            c.completion = engine_.schedule_after(Time::ps(left), [this, slot, op] { complete(slot, op); });
+        }
+    }
+
+    // A transfer finished: the others of its domain speed up.
+    void leave_domain(int slot, std::uint32_t op) {
+        auto& r = ranks_[static_cast<std::size_t>(slot)];
+        for (std::size_t d = 0; d < r.comm_domain.size(); ++d) {
+            auto& run = r.comm_domain[d];
+            auto it = std::find_if(run.begin(), run.end(), [op](const RankState::RunningComm& c) { return c.op == op; });
+            if (it == run.end()) continue;
+            settle_domain(r, d);
+            run.erase(it);
+            reschedule_domain(slot, d);
+            return;
+        }
     }
 
     void complete(int slot, std::uint32_t op) {
@@ -397,11 +449,13 @@ private:
                 }
             } else {
                 r.bd.tp_exposed += took;  // blocking TP collective on the compute stream
+                leave_domain(slot, op);
             }
             r.compute_free = now;
             r.running = kNone;
         } else {
             comm_changed(slot, -1);
+            leave_domain(slot, op);
         }
         const auto& ss = stages_[static_cast<std::size_t>(r.stage)];
         for (auto i = ss.rdep_begin[op]; i < ss.rdep_begin[op + 1]; ++i) {
@@ -453,6 +507,7 @@ private:
     double slowdown_rate_ = 1.0;
     Engine engine_;
     std::vector<Time> proto_time_;
+    std::vector<std::uint8_t> proto_domain_;  // link domain of each collective proto
     std::vector<StageStatic> stages_;
     std::vector<RankState> ranks_;
     std::unordered_map<int, int> slot_of_;

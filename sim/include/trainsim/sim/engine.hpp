@@ -20,9 +20,10 @@ public:
     using std::logic_error::logic_error;
 };
 
-// Handle of a scheduled event, usable with Engine::cancel.
+// Handle of a scheduled event, usable with Engine::cancel. A default-constructed handle refers to
+// no event (cancelling it is a no-op).
 struct EventId {
-    std::uint64_t seq = 0;
+    std::uint64_t seq = UINT64_MAX;
 };
 
 class Engine {
