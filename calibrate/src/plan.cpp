@@ -102,6 +102,9 @@ void add_gemms(Builder& b, const GemmSettings& s) {
             const std::string label = fmt::format("square sweep {}^3", n);
             gemm(n, n, n, LayerGemm::Pass::fwd, AlgoChoice::first, label);
             if (s.sweep_best) gemm(n, n, n, LayerGemm::Pass::fwd, AlgoChoice::best, label);
+            // The same squares as a backward GEMM (E5M2 x E4M3, split accumulator): their ratio
+            // to the forward ones is the profile's fp8_split_accumulate_speed.
+            if (prec == "fp8") gemm(n, n, n, LayerGemm::Pass::dgrad, AlgoChoice::first, label + " split accumulate");
         }
     }
 }
@@ -246,6 +249,8 @@ void cuda_plan(Builder& b, PlanKind kind) {
 
 void cpu_plan(Builder& b, PlanKind kind) {
     const bool tiny = kind == PlanKind::tiny, full = kind == PlanKind::full;
+    // Threads beyond the cores only measure the scheduler: tiny runs pairs, quick up to 4.
+    if (!full) b.ctx.world = std::min(b.ctx.world, tiny ? 2 : 4);
     GemmSettings g;
     g.models = tiny ? std::vector<LayerModel>{kToy} : std::vector<LayerModel>{kToy, kToy2};
     g.tps = tiny ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4};
@@ -262,7 +267,9 @@ void cpu_plan(Builder& b, PlanKind kind) {
     const std::vector<double> arrays = tiny ? std::vector<double>{64.0 * kKiB, 512.0 * kKiB, 4.0 * kMiB}
                                             : powers(64.0 * kKiB, full ? 64.0 * kMiB : 16.0 * kMiB, 4.0);
     add_memory(b, {"copy", "triad", "rmsnorm", "adam"}, arrays, "fp32", 1024, 64.0 * kMiB, 1, g.iters);
-    const std::vector<double> sizes = tiny ? std::vector<double>{4.0 * kKiB, 64.0 * kKiB, kMiB}
+    // The largest size must take several times the ~50 us a barrier-separated step costs, or
+    // the slope (bandwidth) drowns in scheduling noise.
+    const std::vector<double> sizes = tiny ? std::vector<double>{4.0 * kKiB, 256.0 * kKiB, 4.0 * kMiB}
                                            : powers(kKiB, full ? 64.0 * kMiB : 16.0 * kMiB, 4.0);
     add_collectives(b, sizes, "fp32", 1, g.iters, 64.0 * kKiB);
     add_overlap(b, 256, "fp32", 4.0 * kMiB, 1, g.iters);

@@ -142,6 +142,36 @@ std::optional<std::string> slurp(const fs::path& file) {
     return ss.str();
 }
 
+// Ops, element types and shapes the fit knows how to normalise; anything else is bad data.
+std::optional<std::string> invalid_descriptor(const Descriptor& d) {
+    auto one_of = [&](std::initializer_list<const char*> ops) {
+        for (const char* o : ops)
+            if (d.op == o) return true;
+        return false;
+    };
+    bool op_ok = true;
+    switch (d.kind) {
+    case OpKind::gemm: op_ok = d.op == "gemm"; break;
+    case OpKind::attention: op_ok = one_of({"attention_fwd", "attention_bwd"}); break;
+    case OpKind::memory: op_ok = one_of({"copy", "triad", "rmsnorm", "adam", "cast_transpose"}); break;
+    case OpKind::collective: op_ok = one_of({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"}); break;
+    case OpKind::overlap: op_ok = one_of({"gemm_alone", "gemm_under_all_reduce"}); break;
+    }
+    if (!op_ok) return fmt::format("unknown op '{}' for kind {}", d.op, to_string(d.kind));
+    try {
+        (void)d.bytes_moved();
+    } catch (const std::exception& e) {
+        return std::string(e.what());
+    }
+    const bool gemm_like = d.kind == OpKind::gemm || d.kind == OpKind::overlap;
+    if ((gemm_like && (d.m <= 0 || d.n <= 0 || d.k <= 0)) ||
+        (d.kind == OpKind::attention && (d.batch_heads <= 0 || d.seq <= 0 || d.head_dim <= 0)) ||
+        (d.kind == OpKind::memory && d.elements <= 0) ||
+        (d.kind == OpKind::collective && (d.bytes <= 0 || d.group_size < 1)))
+        return std::string("impossible shape: sizes must be positive");
+    return std::nullopt;
+}
+
 model::Diagnostic diag(const fs::path& file, int line, std::string key, std::string message) {
     return model::Diagnostic{file.string(), line, line > 0 ? 1 : 0, std::move(key), std::move(message)};
 }
@@ -350,6 +380,10 @@ SampleFile read_samples(const fs::path& file) {
         }
         if (key != expected) {
             problems.push_back(diag(file, line_no, key, fmt::format("key does not match the sample's fields ({})", expected)));
+            continue;
+        }
+        if (auto why = invalid_descriptor(s.desc)) {
+            problems.push_back(diag(file, line_no, key, *why));
             continue;
         }
         if (auto [it, fresh] = first_line.emplace(key, line_no); !fresh) {

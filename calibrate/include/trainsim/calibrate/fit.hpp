@@ -3,6 +3,10 @@
 //    heuristic's first algorithm: what frameworks run); t = t0 + FLOPs / R fitted on the square
 //    sweep gives the large-GEMM rate R; gemm_efficiency = rate at 8192^3 (the shape the
 //    simulator's efficiencies are quoted at) or R, over the base profile's dense peak.
+//    FP8: squares timed with fast and with split accumulation give fp8_split_accumulate_speed;
+//    the table holds fast-accumulation times, as the simulator divides backward (split) GEMMs
+//    by that speed: rows measured with the split accumulator are entered as t x speed, so the
+//    simulator gives back exactly the measured time.
 //  - memory-bound kernels, per precision: t = t0 + bytes / (eta BW) -> memory curve, and
 //    hbm_efficiency = eta (the simulator's elementwise model); t0 -> kernel_overhead.
 //  - collectives, per (op, group size, scope): t = alpha + bus_bytes / busbw, nccl-tests'
@@ -75,6 +79,8 @@ struct AttentionFit {
     std::size_t points = 0;
     double efficiency = 0;     // long-sequence asymptote, fraction of the BF16 peak
     double max_rel_err = 0;    // of the simulator's curve eff(s) = e * s / (s + 320)
+    double best_rate = 0;      // highest measured FLOP/s (causal FLOP count)
+    std::int64_t best_seq = 0; // at this sequence length
     bool written = false;      // only fused kernels update the profile
 };
 
@@ -86,6 +92,10 @@ struct FitReport {
     std::vector<MemoryFit> memory;
     std::vector<CollectiveFit> collectives;
     std::vector<AttentionFit> attention;
+    double copy_bandwidth = 0;  // bytes/s of the largest bf16 copy (STREAM copy: the HBM headline)
+    // FP8 throughput with the split accumulator relative to fast accumulation, from squares
+    // measured both ways (the median ratio over those of 2048^3 and up when there are any).
+    std::optional<double> fp8_split_accumulate_speed;
     std::optional<double> comm_compute_slowdown;
     std::optional<double> hop_latency_s;  // intra-node per-step latency from all_reduce alphas
     std::vector<std::string> replaced;    // profile entries replaced by measurements

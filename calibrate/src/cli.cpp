@@ -1,0 +1,339 @@
+#include "trainsim/calibrate/cli.hpp"
+
+#include "trainsim/calibrate/calibrate_error.hpp"
+#include "trainsim/calibrate/cpu_backend.hpp"
+#include "trainsim/calibrate/fit.hpp"
+#include "trainsim/calibrate/measure.hpp"
+#include "trainsim/calibrate/plan.hpp"
+#include "trainsim/calibrate/rendezvous.hpp"
+#include "trainsim/calibrate/show.hpp"
+#include "trainsim/model/loader.hpp"
+
+#include "launcher.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#ifndef TRAINSIM_DEFAULT_DATA_DIR
+#define TRAINSIM_DEFAULT_DATA_DIR "scenarios"
+#endif
+
+namespace trainsim::calibrate {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+fs::path data_dir(const std::string& flag) {
+    if (!flag.empty()) return flag;
+    if (const char* env = std::getenv("TRAINSIM_DATA_DIR"); env != nullptr && *env != '\0') return env;
+    return TRAINSIM_DEFAULT_DATA_DIR;
+}
+
+std::string hms(double s) {
+    const auto t = static_cast<long>(s + 0.5);
+    return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60) : fmt::format("{}m{:02}s", t / 60, t % 60);
+}
+
+// A progress bar with ETA on stderr: redrawn in place on a terminal, one line per 10% otherwise
+// (logs of a rented node's session).
+class ProgressBar {
+public:
+    explicit ProgressBar(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+    void operator()(const Progress& p) {
+        if (quiet_ || p.total == 0) return;
+        const double frac = static_cast<double>(p.done) / static_cast<double>(p.total);
+        const int decile = static_cast<int>(frac * 10);
+        if (!tty_ && decile == last_decile_ && p.done != p.total) return;
+        last_decile_ = decile;
+        constexpr int kWidth = 30;
+        const auto filled = static_cast<int>(frac * kWidth);
+        const std::string bar = std::string(static_cast<std::size_t>(filled), '=') +
+                                std::string(static_cast<std::size_t>(kWidth - filled), ' ');
+        std::string key = p.key.size() > 60 ? p.key.substr(0, 57) + "..." : p.key;
+        std::cerr << fmt::format("{}[{}] {:3.0f}% {}/{} elapsed {} ETA {}  {:<60}{}", tty_ ? "\r" : "", bar, 100 * frac,
+                                 p.done, p.total, hms(p.elapsed_s), hms(p.eta_s), key,
+                                 tty_ && p.done != p.total ? "" : "\n")
+                  << std::flush;
+    }
+
+private:
+    bool quiet_, tty_;
+    int last_decile_ = -1;
+};
+
+struct MeasureArgs {
+    std::string backend = "cpu";
+    std::string plan = "quick";
+    std::string out;
+    bool resume = false;
+    bool quiet = false;
+    int threads = 4;
+    int gpus = 0;
+    // multi-process (hidden)
+    int rank = -1;
+    int world = 0;
+    int device = -1;
+    std::string session;
+    std::string rendezvous_dir;
+    std::size_t stop_after = 0;
+};
+
+std::string join_args(int argc, char** argv) {
+    std::string s;
+    for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+    return s;
+}
+
+// Rank and size from an MPI / Slurm launcher's environment (Open MPI, MPICH/PMI, Slurm srun).
+bool rank_from_env(int& rank, int& world) {
+    const std::pair<const char*, const char*> vars[] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"PMI_RANK", "PMI_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
+    for (const auto& [r, w] : vars) {
+        const char* rv = std::getenv(r);
+        const char* wv = std::getenv(w);
+        if (rv != nullptr && wv != nullptr) {
+            rank = std::atoi(rv);
+            world = std::atoi(wv);
+            return world >= 1;
+        }
+    }
+    return false;
+}
+
+std::string launcher_session() {
+    for (const char* v : {"PMIX_NAMESPACE", "SLURM_JOB_ID"})
+        if (const char* s = std::getenv(v); s != nullptr && *s != '\0') return std::string("job-") + s;
+    return {};
+}
+
+int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cuda) {
+    const PlanKind kind = parse_plan_kind(a.plan);
+    if (a.out.empty()) throw CalibrationInputError("--out", "an output directory is required");
+    const fs::path out = a.out;
+    MeasureOptions opts;
+    opts.plan_name = a.plan;
+    opts.command_line = join_args(argc, argv);
+    if (a.stop_after > 0) opts.stop_after = a.stop_after;
+
+    if (a.backend == "cpu") {
+        const RunDir run = open_run_dir(out, a.resume, /*repair=*/true);
+        auto backend = make_cpu_backend(std::max(2, a.threads));
+        PlanContext ctx{"cpu", backend->ranks(), {}};
+        const auto plan = make_plan(kind, ctx);
+        ProgressBar bar(a.quiet);
+        opts.on_progress = [&](const Progress& p) { bar(p); };
+        const auto sum = measure(*backend, plan, run, opts);
+        if (!a.quiet)
+            std::cerr << fmt::format("measured {} ({} unsupported), {} already done, of {} descriptors -> {}\n",
+                                     sum.measured, sum.unsupported, sum.already_done, sum.planned, run.samples.string());
+        return kExitOk;
+    }
+    if (a.backend != "cuda") throw CalibrationInputError("--backend", "unknown backend '" + a.backend + "' (cuda or cpu)");
+    if (!cuda.make)
+        throw NoDeviceError("no CUDA device: this trainsim-calibrate was built without CUDA support (nvcc, cuBLASLt "
+                            "or NCCL not found at configure time); --backend cpu works");
+
+    // Who am I: given (--rank/--world, a child of the launcher), from an MPI / Slurm launch,
+    // or rank 0 of a single-node run that starts the other ranks itself.
+    int rank = a.rank, world = a.world;
+    std::string session = a.session;
+    bool launcher = false;
+    if (rank < 0) {
+        if (rank_from_env(rank, world)) {
+            if (session.empty()) session = launcher_session();
+            if (session.empty() && world > 1)
+                throw CalibrationInputError("--session", "launched by MPI/Slurm without PMIX_NAMESPACE or SLURM_JOB_ID: "
+                                                         "pass the same --session NAME to every rank");
+        } else {
+            rank = 0;
+            const int n = cuda.device_count ? cuda.device_count() : 0;
+            world = a.gpus > 0 ? std::min(a.gpus, std::max(1, n)) : std::max(1, n);
+            launcher = world > 1;
+            if (launcher) {
+                std::random_device rd;
+                session = fmt::format("s{:08x}{:08x}", rd(), rd());
+            }
+        }
+    }
+    if (world < 1) world = 1;
+    const fs::path rdv = a.rendezvous_dir.empty() ? out / ".rendezvous" : fs::path(a.rendezvous_dir);
+
+    // Every rank reads which keys are done before NCCL initialises (a barrier), so none sees
+    // samples rank 0 writes afterwards; only rank 0 repairs a torn last line.
+    const RunDir run = open_run_dir(out, a.resume, rank == 0);
+
+    std::vector<pid_t> children;
+    if (launcher) {
+        std::vector<std::string> args{argv[0], "measure", "--backend", "cuda", "--plan", a.plan, "--out", a.out,
+                                      "--world", std::to_string(world), "--session", session, "--rendezvous",
+                                      rdv.string(), "--quiet"};
+        if (a.resume) args.emplace_back("--resume");
+        children = detail::spawn_ranks(args, world);
+    }
+    try {
+        CudaOptions co;
+        co.rank = rank;
+        co.world = world;
+        co.device = a.device;
+        co.rendezvous_dir = rdv;
+        co.session = session;
+        auto backend = cuda.make(co);
+        PlanContext ctx{"cuda", world, backend->rank_hosts()};
+        const auto plan = make_plan(kind, ctx);
+        ProgressBar bar(a.quiet || rank != 0);
+        opts.on_progress = [&](const Progress& p) { bar(p); };
+        const auto sum = measure(*backend, plan, run, opts);
+        if (rank == 0 && !a.quiet)
+            std::cerr << fmt::format("measured {} ({} unsupported), {} already done, of {} descriptors on {} GPU{} -> {}\n",
+                                     sum.measured, sum.unsupported, sum.already_done, sum.planned, world,
+                                     world > 1 ? "s" : "", run.samples.string());
+    } catch (...) {
+        detail::stop_ranks(children);
+        throw;
+    }
+    if (const std::string failed = detail::wait_ranks(children); !failed.empty())
+        throw std::runtime_error("ranks failed: " + failed + " (their messages are above)");
+    return kExitOk;
+}
+
+// Base profile id from the device name CUDA reports ("NVIDIA H100 80GB HBM3" -> h100-sxm).
+std::string guess_base(const std::string& device) {
+    auto has = [&](const char* s) { return device.find(s) != std::string::npos; };
+    if (has("H200")) return "h200-sxm";
+    if (has("H800")) return "h800-sxm";
+    if (has("H100")) return has("PCIe") ? "h100-pcie" : "h100-sxm";
+    if (has("A100")) return has("PCIe") ? "a100-pcie-80gb" : (has("40GB") ? "a100-sxm-40gb" : "a100-sxm-80gb");
+    return {};
+}
+
+struct FitArgs {
+    std::string dir, out, base, data_dir, id, name;
+    std::vector<std::string> maps;
+    bool force = false, json = false;
+};
+
+int run_fit(const FitArgs& a) {
+    const fs::path dir = a.dir;
+    const SampleFile file = read_samples(dir / kSamplesFile);
+    std::string device;
+    if (std::ifstream in(dir / "run.json"); in) {
+        const json run = json::parse(in, nullptr, false);
+        if (run.is_object() && run.contains("provenance") && run["provenance"].is_object())
+            device = run["provenance"].value("device", "");
+    }
+    std::string base_id = a.base;
+    if (base_id.empty()) {
+        base_id = guess_base(device);
+        if (base_id.empty())
+            throw CalibrationInputError("--base", fmt::format("cannot tell the base profile from the device '{}'; pass "
+                                                              "--base ID|PATH (e.g. --base h100-sxm)",
+                                                              device.empty() ? "unknown" : device));
+    }
+    const auto base = model::resolve_profile(base_id, fs::current_path(), data_dir(a.data_dir));
+    FitOptions opts = default_fit_options();
+    opts.id = a.id.empty() ? fs::path(a.out).stem().string() : a.id;
+    opts.name = a.name;
+    opts.device = device;
+    for (const auto& m : a.maps) {
+        const auto eq = m.find('=');
+        const std::string from = m.substr(0, eq), to = eq == std::string::npos ? "" : m.substr(eq + 1);
+        std::optional<model::Precision> p;
+        for (auto q : {model::Precision::bf16, model::Precision::fp16, model::Precision::fp8})
+            if (model::to_string(q) == to) p = q;
+        if (from.empty() || !p)
+            throw CalibrationInputError("--map", "expected MEASURED=PRECISION with PRECISION bf16, fp16 or fp8, got '" +
+                                                     m + "'");
+        opts.precision_map[from] = *p;
+    }
+    const FitResult res = fit(file, base, opts);
+    model::write_profile(res.profile, a.out, a.force);
+    // Read back what was written: the simulator must be able to load it.
+    (void)model::load_profile(a.out);
+    if (a.json) {
+        json j = to_json(res.report);
+        j["profile"] = a.out;
+        j["base"] = base.id;
+        std::cout << j.dump(2) << "\n";
+    } else {
+        std::cout << format_report(res.report)
+                  << fmt::format("Wrote {} (id {}, from base {})\n", a.out, res.profile.id, base.id);
+    }
+    return kExitOk;
+}
+
+int run_show(const std::string& file, const std::string& vs, const std::string& dd, bool as_json) {
+    const fs::path data = data_dir(dd);
+    const auto p = model::resolve_profile(file, fs::current_path(), data);
+    std::optional<model::HardwareProfile> other;
+    if (!vs.empty()) other = model::resolve_profile(vs, fs::current_path(), data);
+    if (as_json) std::cout << show_profile_json(p, other ? &*other : nullptr).dump(2) << "\n";
+    else std::cout << show_profile(p, other ? &*other : nullptr);
+    return kExitOk;
+}
+
+} // namespace
+
+int run_cli(int argc, char** argv, const CudaEntry& cuda) {
+    CLI::App app{"trainsim-calibrate: measure a node (GEMMs, attention, memory, collectives) and fit a hardware profile"};
+    app.require_subcommand(1);
+
+    MeasureArgs m;
+    auto* measure_cmd = app.add_subcommand("measure", "run a measurement plan and append samples to DIR/samples.jsonl");
+    measure_cmd->add_option("--backend", m.backend, "cuda | cpu")->required();
+    measure_cmd->add_option("--plan", m.plan, "tiny | quick | full (default quick)");
+    measure_cmd->add_option("--out", m.out, "run directory (samples.jsonl, run.json)")->required();
+    measure_cmd->add_flag("--resume", m.resume, "continue an interrupted run in DIR, skipping what it measured");
+    measure_cmd->add_flag("--quiet", m.quiet, "no progress bar");
+    measure_cmd->add_option("--threads", m.threads, "cpu backend: threads for collectives (default 4)");
+    measure_cmd->add_option("--gpus", m.gpus, "cuda backend: use the first N GPUs (default all)");
+    auto* hidden = "";
+    measure_cmd->add_option("--rank", m.rank, "this process's rank (multi-process runs)")->group(hidden);
+    measure_cmd->add_option("--world", m.world, "number of ranks (multi-process runs)")->group(hidden);
+    measure_cmd->add_option("--device", m.device, "GPU ordinal (default: rank modulo visible GPUs)")->group(hidden);
+    measure_cmd->add_option("--session", m.session, "rendezvous session name (same on every rank)")->group(hidden);
+    measure_cmd->add_option("--rendezvous", m.rendezvous_dir, "rendezvous directory (default DIR/.rendezvous)")
+        ->group(hidden);
+    measure_cmd->add_option("--stop-after", m.stop_after, "stop after N descriptors (tests)")->group(hidden);
+
+    FitArgs f;
+    auto* fit_cmd = app.add_subcommand("fit", "fit DIR/samples.jsonl into a hardware profile");
+    fit_cmd->add_option("DIR", f.dir, "run directory written by measure")->required();
+    fit_cmd->add_option("--out", f.out, "profile YAML to write")->required();
+    fit_cmd->add_option("--base", f.base, "datasheet profile to start from: id or path (default: from the device name)");
+    fit_cmd->add_flag("--force", f.force, "overwrite an existing profile");
+    fit_cmd->add_option("--map", f.maps, "enter measured element type as a profile precision, e.g. fp32=bf16 (CPU runs)");
+    fit_cmd->add_option("--id", f.id, "id of the written profile (default: the output file's stem)");
+    fit_cmd->add_option("--name", f.name, "name of the written profile (default: '<base name> (calibrated)')");
+    fit_cmd->add_option("--data-dir", f.data_dir, "folder with hardware/ (default: $TRAINSIM_DATA_DIR or scenarios/)");
+    fit_cmd->add_flag("--json", f.json, "print the fit report as JSON");
+
+    std::string show_file, show_vs, show_data;
+    bool show_json = false;
+    auto* show_cmd = app.add_subcommand("show", "print a profile, or compare it with another (--vs)");
+    show_cmd->add_option("PROFILE", show_file, "profile id or path")->required();
+    show_cmd->add_option("--vs", show_vs, "another profile (id or path) to compare with");
+    show_cmd->add_option("--data-dir", show_data, "folder with hardware/");
+    show_cmd->add_flag("--json", show_json, "print JSON");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        return code == 0 ? kExitOk : kExitBadInput;
+    }
+    if (*measure_cmd) return run_measure(m, argc, argv, cuda);
+    if (*fit_cmd) return run_fit(f);
+    return run_show(show_file, show_vs, show_data, show_json);
+}
+
+} // namespace trainsim::calibrate
