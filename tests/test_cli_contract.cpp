@@ -80,7 +80,7 @@ TEST_CASE("every question scenario prints days, GPU-hours and cost in JSON", "[c
     CHECK(files >= 6);
 }
 
-TEST_CASE("one plan prints a single JSON object; bad input exits 2", "[cli][contract]") {
+TEST_CASE("one plan prints a single JSON object, bad input exits 2", "[cli][contract]") {
     const auto one = run_trainsim("simulate --json '" + std::string(TRAINSIM_TEST_DATA_DIR) + "/../bench/llama2-70b-1024xh100.yaml'");
     CHECK(one.rc == 0);
     const auto j = nlohmann::json::parse(one.out);

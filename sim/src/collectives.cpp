@@ -25,13 +25,14 @@ constexpr std::array<std::array<double, 3>, kNumAlgorithms> kBaseLat{{
     {6.8, 14.0, 0.0},  // tree
     {0.0, 0.0, 0.0},   // nvls
     {0.0, 0.0, 0.0},   // nvls tree
-    {0.0, 0.0, 0.0},   // direct (not in NCCL's table; see direct_latency)
+    {0.0, 0.0, 0.0},   // direct: not in NCCL's tuner (see the direct case in cost())
 }};
-// hwLat[class][algorithm][protocol], class = NVLink, PCI, NET. Microseconds per step.
+// hwLat[class][algorithm][protocol], class = NVLink, PCI, NET. Microseconds per step. (The
+// direct column is unused: see the direct case in cost().)
 constexpr std::array<std::array<std::array<double, 3>, kNumAlgorithms>, 3> kHwLat{{
-    {{{0.6, 1.9, 3.4}, {0.6, 1.25, 28.0}, {0.0, 0.0, 23.0}, {0.0, 0.0, 23.0}, {0.0, 0.0, 3.4}}},   // NVLink
-    {{{1.0, 2.5, 5.7}, {1.0, 1.9, 28.0}, {0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}, {0.0, 0.0, 5.7}}},     // PCI
-    {{{2.7, 4.0, 14.0}, {5.0, 8.5, 28.0}, {0.0, 0.0, 18.0}, {0.0, 0.0, 14.0}, {0.0, 0.0, 14.0}}},  // NET
+    {{{0.6, 1.9, 3.4}, {0.6, 1.25, 28.0}, {0.0, 0.0, 23.0}, {0.0, 0.0, 23.0}, {0.0, 0.0, 0.0}}},  // NVLink
+    {{{1.0, 2.5, 5.7}, {1.0, 1.9, 28.0}, {0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}}},     // PCI
+    {{{2.7, 4.0, 14.0}, {5.0, 8.5, 28.0}, {0.0, 0.0, 18.0}, {0.0, 0.0, 14.0}, {0.0, 0.0, 0.0}}},   // NET
 }};
 // Trees stray from the model at medium sizes; NCCL's static correction, by log2(bytes / 64).
 constexpr std::array<std::array<double, 23>, 3> kTreeCorrection{{
@@ -336,7 +337,6 @@ CollectiveModel::Solved CollectiveModel::solve_uncached(CollectiveOp op, Algorit
             std::vector<std::vector<int>> node_nics(nn);
             for (std::size_t t = 0; t < nn; ++t) node_nics[t] = nics_of_node(per_node[t]);
             const auto channels = node_nics.front().size();
-            if (rep) s.channels = static_cast<int>(channels);
             for (std::size_t c = 0; c < channels; ++c) {
                 std::vector<std::vector<int>> order(nn);
                 std::vector<int> k(nn);
@@ -357,7 +357,6 @@ CollectiveModel::Solved CollectiveModel::solve_uncached(CollectiveOp op, Algorit
             std::vector<std::vector<int>> node_nics(nn);
             for (std::size_t t = 0; t < nn; ++t) node_nics[t] = nics_of_node(per_node[t]);
             const auto channels = node_nics.front().size();
-            if (rep) s.channels = static_cast<int>(channels);
             const int nodes = static_cast<int>(nn);
             for (std::size_t c = 0; c < channels; ++c) {
                 std::vector<std::vector<int>> order(nn);
@@ -461,6 +460,10 @@ CollectiveModel::Solved CollectiveModel::solve_uncached(CollectiveOp op, Algorit
     for (std::size_t f = 0; f < rates.size(); ++f) algbw[group_of[f]] += rates[f];
     // The phase ends when the slowest group is done.
     const double slowest = *std::min_element(algbw.begin(), algbw.end());
+    if (!(slowest > 0)) {
+        throw InternalError(fmt::format("network: {} {} over {} GPUs got no bandwidth", to_string(a),
+                                        model::to_string(op), n));
+    }
     s.busbw = Bandwidth(bus_factor(op, n) * slowest);
     return s;
 }

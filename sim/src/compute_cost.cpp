@@ -97,8 +97,10 @@ Time ComputeCost::gemm(Precision p, std::int64_t m, std::int64_t n, std::int64_t
     if (best != nullptr && best_d < 0.25) {  // within ~1.6x on every dimension combined
         const double sflops = 2.0 * static_cast<double>(best->m) * static_cast<double>(best->n) *
                               static_cast<double>(best->k);
-        const double rate = sflops / best->time.seconds();
-        return Time::from_seconds(std::max(flops / rate, t_mem)) + hw_.kernel_overhead;
+        // The measured time already holds the launch and tail cost, so none is added; the
+        // measurement is a short benchmark, so the sustained training clock applies as below.
+        const double rate = sflops / best->time.seconds() * hw_.sustained_clock_ratio;
+        return Time::from_seconds(std::max(flops / rate, t_mem));
     }
     auto peak_it = hw_.dense_peak.find(p);
     const double peak = peak_it != hw_.dense_peak.end() ? peak_it->second.value() : hw_.dense_peak.begin()->second.value();

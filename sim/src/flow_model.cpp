@@ -99,7 +99,8 @@ std::vector<double> FlowModel::solve_active(const std::vector<bool>& active) con
             }
         }
         for (std::size_t f = 0; f < nf; ++f) {
-            if (!frozen[f] && flows_[f].max_rate - level <= kFullTolerance * flows_[f].max_rate) {
+            const double cap = flows_[f].max_rate;
+            if (!frozen[f] && cap != kInf && cap - level <= kFullTolerance * cap) {
                 freeze(f);
                 any = true;
             }

@@ -425,9 +425,8 @@ Bandwidth Topology::bottleneck(const std::vector<LinkId>& path) const {
 
 std::string Topology::summary() const {
     std::string s;
-    const auto& first = links_;
     auto find_kind = [&](LinkKind k) -> const Link* {
-        for (const auto& l : first)
+        for (const auto& l : links_)
             if (l.kind == k) return &l;
         return nullptr;
     };

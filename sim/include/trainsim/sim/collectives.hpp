@@ -89,7 +89,6 @@ private:
         Bandwidth busbw;     // Simple protocol, large messages
         int nodes = 1;       // nodes one group spans
         int per_node = 1;    // members per node (NCCL: nRanks / nNodes)
-        int channels = 1;
         bool nvlink_intra = true;  // intra-node hops all on NVLink (NCCL's LL128 needs it)
     };
     [[nodiscard]] Layout layout(const GroupPlacement& g) const;
