@@ -101,7 +101,7 @@ TEST_CASE("H100 PCIe pair over an NVLink bridge reaches ~116 GB/s busbw", "[netw
     CHECK(busbw(hw, n, CollectiveOp::all_reduce, kLarge) == Approx(116).epsilon(0.10));
 }
 
-TEST_CASE("2x DGX A100 (8x 200 Gb/s) all-reduce: ring ~192 GB/s; the tree goes beyond the NICs", "[network][published][data]") {
+TEST_CASE("2x DGX A100 (8x 200 Gb/s) all-reduce: ring ~192 GB/s, the tree goes beyond the NICs", "[network][published][data]") {
     // AddyLaddy (NVIDIA) in NVIDIA/nccl #812: "On an NVIDIA DGX-A100 system we have 8x200Gbit/s IB
     // cards and we measure 192GB/s AllReduce BusBW", advising NCCL_ALGO=RING to measure the
     // network on two nodes, because there the tree moves fewer bytes between nodes and its busbw

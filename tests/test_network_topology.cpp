@@ -63,7 +63,7 @@ TEST_CASE("two DGX-like nodes: devices, links and capacities", "[network][topolo
     CHECK(t.latency_class(q) == sim::LatencyClass::net);
 }
 
-TEST_CASE("PCIe-only nodes route across the CPU sockets; bridges join GPU pairs", "[network][topology]") {
+TEST_CASE("PCIe-only nodes route across the CPU sockets, bridges join GPU pairs", "[network][topology]") {
     const auto hw = test::test_profile();
     const Topology pcie(hw, cluster(1, 8, 0, model::IntraFabric::pcie));
     // GPU 3 (socket 0) -> GPU 4 (socket 1): up two PCIe levels, across the socket link, down.

@@ -75,7 +75,10 @@ double ComputeCost::gemm_efficiency(Precision p, std::int64_t m, std::int64_t n,
     return std::min(eff, 1.0);
 }
 
-Time ComputeCost::gemm(Precision p, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch) const {
+Time ComputeCost::gemm(Precision p, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
+                       bool split_accumulate) const {
+    // FP8 backward GEMMs with split accumulation run at a fraction of the fast rate.
+    const double speed = split_accumulate ? hw_.fp8_split_accumulate_speed : 1.0;
     const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) *
                          static_cast<double>(k);
     // Calibrated table: nearest measured shape (log distance), scaled by FLOPs.
@@ -99,12 +102,12 @@ Time ComputeCost::gemm(Precision p, std::int64_t m, std::int64_t n, std::int64_t
                               static_cast<double>(best->k);
         // The measured time already holds the launch and tail cost, so none is added; the
         // measurement is a short benchmark, so the sustained training clock applies as below.
-        const double rate = sflops / best->time.seconds() * hw_.sustained_clock_ratio;
+        const double rate = sflops / best->time.seconds() * hw_.sustained_clock_ratio * speed;
         return Time::from_seconds(std::max(flops / rate, t_mem));
     }
     auto peak_it = hw_.dense_peak.find(p);
     const double peak = peak_it != hw_.dense_peak.end() ? peak_it->second.value() : hw_.dense_peak.begin()->second.value();
-    const double t_math = flops / (peak * hw_.sustained_clock_ratio * gemm_efficiency(p, m, n, k, batch));
+    const double t_math = flops / (peak * hw_.sustained_clock_ratio * speed * gemm_efficiency(p, m, n, k, batch));
     return Time::from_seconds(std::max(t_math, t_mem)) + hw_.kernel_overhead;
 }
 
@@ -129,12 +132,7 @@ Time ComputeCost::memory(Bytes bytes) const {
 
 Time ComputeCost::cost(const model::OpProto& op) const {
     switch (op.kind) {
-    case model::OpKind::gemm: {
-        const Time t = gemm(op.precision, op.m, op.n, op.k, op.batch);
-        if (!op.split_accumulate || hw_.fp8_split_accumulate_speed >= 1.0) return t;
-        return Time::from_seconds((t - hw_.kernel_overhead).seconds() / hw_.fp8_split_accumulate_speed) +
-               hw_.kernel_overhead;
-    }
+    case model::OpKind::gemm: return gemm(op.precision, op.m, op.n, op.k, op.batch, op.split_accumulate);
     case model::OpKind::attention_fwd:
     case model::OpKind::attention_bwd: return attention(op);
     case model::OpKind::memory: return memory(op.bytes);

@@ -15,9 +15,12 @@ class ComputeCost {
 public:
     explicit ComputeCost(const model::HardwareProfile& hw);
 
-    // `batch` independent products C[m,n] = A[m,k] B[k,n] in precision p (one kernel).
+    // `batch` independent products C[m,n] = A[m,k] B[k,n] in precision p (one kernel);
+    // split_accumulate: an FP8 GEMM with FP32-promoted accumulation (backward pass).
+    // A shape in the calibrated table costs its measured time (which holds the launch cost)
+    // over the sustained-clock ratio; others the fallback model.
     [[nodiscard]] Time gemm(model::Precision p, std::int64_t m, std::int64_t n, std::int64_t k,
-                            std::int64_t batch = 1) const;
+                            std::int64_t batch = 1, bool split_accumulate = false) const;
     // Flash attention forward or backward described by the proto.
     [[nodiscard]] Time attention(const model::OpProto& op) const;
     // A memory-bound kernel moving `bytes` (read + write).
