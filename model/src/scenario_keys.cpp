@@ -108,6 +108,8 @@ std::vector<KeySpec> make_table() {
                "unfused (batched GEMMs + softmax over s x s scores, Megatron before 2023)"),
         key("parallel.dropout", "bool", "", "false",
             "Dropout after attention / MLP and on the attention scores (GPT-era recipes)"),
+        key("parallel.fused_optimizer", "bool", "", "true",
+            "Adam as one fused kernel (Apex / TE / DeepSpeed) rather than PyTorch's multi-pass foreach update"),
         key("parallel.fsdp_gathers_per_layer", "int", "collectives", "1",
             "ZeRO-3 / FSDP all-gathers per layer (1: flattened, as PyTorch FSDP; one per tensor in DeepSpeed 2021)"),
         // --- precision ---

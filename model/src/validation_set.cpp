@@ -59,8 +59,10 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.recompute = Recompute::none;
         f.sequence_parallel = false;
         f.attention = AttentionImpl::triton;
+        f.fused_optimizer = false;  // Composer's DecoupledAdamW runs PyTorch's foreach update
         f.why = "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, forward/backward prefetch; MPT's "
-                "ALiBi attention runs the Triton flash-attention kernel (attn_impl: triton)";
+                "ALiBi attention runs the Triton flash-attention kernel (attn_impl: triton); PyTorch foreach "
+                "AdamW";
     } else if (fw.rfind("nemo", 0) == 0) {
         // NeMo performance recipes on H100: distributed optimizer with overlapped grad reduce and
         // param gather, TP communication overlap (Transformer Engine userbuffers) for tp > 1.
@@ -255,6 +257,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.attention = fw.attention;
         par.dropout = fw.dropout;
         par.fsdp_gathers_per_layer = fw.fsdp_gathers_per_layer;
+        par.fused_optimizer = fw.fused_optimizer;
         if (auto pr = enum_value<Precision>(cell("precision"),
                                             {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}}))
             p.precision = *pr;

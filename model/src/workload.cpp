@@ -736,15 +736,19 @@ private:
         }
         deferred_grad_protos_.clear();
 
-        // Optimizer step on this rank's shard (fused Adam): read grad, master, m, v (4 B each),
-        // write master, m, v and the BF16 parameter (14 B); plus the gradient-norm pass over
-        // the shard (4 B) and zeroing the local gradient buffer (4 B per local parameter).
+        // Optimizer step on this rank's shard. Fused Adam: read grad, master, m, v (4 B each),
+        // write master, m, v and the BF16 parameter (14 B). PyTorch's foreach AdamW
+        // (torch/optim/adamw.py, _multi_tensor_adamw) makes a pass per step of the update: weight
+        // decay (8), lerp of m (12), scale of v (8), addcmul into v (12), sqrt (8), bias-correction
+        // divide (8), add eps (8), addcdiv into the parameter (16) = 80 B; plus the gradient-norm
+        // pass over the shard (4 B) and zeroing the local gradient buffer (4 B per local parameter).
+        const double update_bytes = p_.fused_optimizer ? 16.0 + 14.0 : 80.0;
         const bool shards_optimizer = p_.sharding != Sharding::none;
         const double opt_shard = shards_optimizer ? (per_layer_sharding() ? shard : dp_group) : 1.0;
         const double shard_params = local_params / opt_shard;
         const double grad_buffer = per_layer_sharding() ? shard_params : local_params;
         for (auto d : dp_reduce_ops) st.pending.push_back(d);
-        compute(st, memory("optimizer_adam", shard_params * (16.0 + 14.0 + 4.0) + grad_buffer * grad_bytes()),
+        compute(st, memory("optimizer_adam", shard_params * (update_bytes + 4.0) + grad_buffer * grad_bytes()),
                 Category::optimizer, 0, 0);
         return std::move(st.prog);
     }

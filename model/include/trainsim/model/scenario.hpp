@@ -67,6 +67,9 @@ struct Parallel {
     // ZeRO-3 / FSDP: all-gathers issued per layer (1 = the layer's parameters flattened into one
     // collective, as PyTorch FSDP does; DeepSpeed 2021 gathered each parameter tensor on its own).
     int fsdp_gathers_per_layer = 1;
+    // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
+    // multi-tensor `foreach` implementation, one element-wise pass per step of the update.
+    bool fused_optimizer = true;
 };
 
 struct Cluster {

@@ -42,6 +42,7 @@ struct FrameworkProfile {
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;  // GPT-era recipes trained with dropout 0.1
     int fsdp_gathers_per_layer = 1;
+    bool fused_optimizer = true;
     std::string why;  // the documentation of these choices
 };
 [[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);
