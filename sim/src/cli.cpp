@@ -4,6 +4,7 @@
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/network.hpp"
+#include "trainsim/sim/plan_search.hpp"
 #include "trainsim/sim/topology.hpp"
 #include "trainsim/sim/report.hpp"
 #include "trainsim/sim/validate.hpp"
@@ -21,6 +22,8 @@
 #include <map>
 #include <optional>
 #include <thread>
+
+#include <unistd.h>
 
 #ifndef TRAINSIM_DEFAULT_DATA_DIR
 #define TRAINSIM_DEFAULT_DATA_DIR "scenarios"
@@ -281,6 +284,200 @@ int run_collective(const CollectiveArgs& a) {
     return kExitOk;
 }
 
+
+// ---- trainsim plan (docs/plan-search.md) ----
+
+struct PlanArgs {
+    std::string file;
+    std::string data_dir;
+    std::string profile;
+    std::string model;
+    std::string gpu;
+    std::vector<int> gpus;
+    std::string tokens;
+    int seq_len = 4096;
+    int global_batch = 1024;
+    std::string precision = "bf16";
+    double price = 0;
+    std::string currency = "USD";
+    std::size_t top = 10;
+    std::string rank;  // days | cost; empty: cost with a deadline, else days
+    std::optional<double> deadline_days;
+    std::optional<double> budget;
+    int max_micro_batch = 8;
+    bool try_without_sp = false;
+    bool no_prune = false;
+    unsigned threads = 0;
+    bool json = false;
+    bool csv = false;
+    bool quiet = false;
+    std::string checkpoint_bandwidth = "5 GB/s";
+    double gpu_mtbf_hours = kLlama3GpuMtbfHours;
+    double restart_minutes = 10;
+};
+
+[[noreturn]] void plan_arg_error(const std::string& key, const std::string& msg) {
+    model::Diagnostic d;
+    d.file = "trainsim plan";
+    d.key = key;
+    d.message = msg;
+    throw SearchError({d});
+}
+
+// The base plan: the scenario's first plan, or one written from the flags (loaded through the
+// one loader so that every default and check is the scenario file's).
+model::Plan plan_base(const PlanArgs& a) {
+    model::LoadOptions opts;
+    opts.data_dir = data_dir(a.data_dir);
+    if (!a.profile.empty()) opts.profile_override = fs::path(a.profile);
+    if (!a.file.empty()) {
+        if (!a.model.empty() || !a.gpu.empty() || !a.tokens.empty())
+            plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
+        return model::load_scenario(a.file, opts).plans.front();
+    }
+    if (a.model.empty() || a.gpu.empty() || a.tokens.empty() || a.gpus.empty())
+        plan_arg_error("--model", "without a scenario FILE, --model, --gpu, --gpus and --tokens are required");
+    // gpus_per_node from the profile's node; the GPU count (nodes) is set by the search.
+    const auto hw = model::resolve_profile(a.gpu, fs::current_path(), opts.data_dir);
+    const std::string yaml = fmt::format(
+        "model: {}\ntraining: {{tokens: \"{}\", seq_len: {}, global_batch: {}, micro_batch: 1}}\n"
+        "parallel: {{tp: 1, pp: 1, dp: auto}}\nprecision: {}\n"
+        "cluster: {{gpu: \"{}\", nodes: 1, gpus_per_node: {}}}\n"
+        "pricing: {{basis: gpu_hour, rate: {}, currency: \"{}\"}}\nplans:\n  - name: search\n",
+        a.model, a.tokens, a.seq_len, a.global_batch, a.precision, a.gpu, hw.default_gpus_per_node, a.price,
+        a.currency);
+    return model::load_scenario_text(yaml, "trainsim plan flags", opts).plans.front();
+}
+
+void flatten(const nlohmann::json& j, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+        if (it->is_object()) flatten(*it, key, out);
+        else if (it->is_string()) out.emplace_back(key, it->get<std::string>());
+        else if (it->is_null()) out.emplace_back(key, "");
+        else out.emplace_back(key, it->dump());
+    }
+}
+
+std::string csv_cell(const std::string& v) {
+    if (v.find_first_of(",\"\n") == std::string::npos) return v;
+    std::string s = "\"";
+    for (char ch : v) s += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return s + "\"";
+}
+
+int run_plan_search(const PlanArgs& a) {
+    if (a.json && a.csv) plan_arg_error("--csv", "--json and --csv are exclusive");
+    if (a.top < 1) plan_arg_error("--top", "must be at least 1");
+    const model::Plan base = plan_base(a);
+    SearchOptions o;
+    o.space.gpu_counts = a.gpus;
+    o.space.max_micro_batch = a.max_micro_batch;
+    o.space.try_without_sp = a.try_without_sp;
+    o.top = a.top;
+    o.threads = a.threads;
+    o.prune = !a.no_prune;
+    o.deadline_days = a.deadline_days;
+    o.budget = a.budget;
+    if (a.rank.empty()) o.rank = a.deadline_days && !a.budget ? RankBy::cost : RankBy::days;
+    else if (a.rank == "days") o.rank = RankBy::days;
+    else if (a.rank == "cost") o.rank = RankBy::cost;
+    else plan_arg_error("--rank", fmt::format("unknown ranking '{}' (days, cost)", a.rank));
+    if (a.deadline_days && !(*a.deadline_days > 0)) plan_arg_error("--deadline-days", "must be positive");
+    if (a.budget && !(*a.budget > 0)) plan_arg_error("--budget", "must be positive");
+    RunModelParams run;
+    try {
+        run.checkpoint_bandwidth_per_node = model::parse_bandwidth(a.checkpoint_bandwidth);
+    } catch (const model::UnitError& e) {
+        plan_arg_error("--checkpoint-bandwidth", e.what());
+    }
+    if (!(run.checkpoint_bandwidth_per_node.value() > 0)) plan_arg_error("--checkpoint-bandwidth", "must be positive");
+    if (!(a.gpu_mtbf_hours > 0)) plan_arg_error("--gpu-mtbf-hours", "must be positive");
+    if (!(a.restart_minutes >= 0)) plan_arg_error("--restart-minutes", "must be >= 0");
+    run.gpu_mtbf_hours = a.gpu_mtbf_hours;
+    run.restart_s = a.restart_minutes * 60.0;
+
+    const bool bar = !a.quiet && isatty(STDERR_FILENO) != 0;
+    if (bar) {
+        o.progress = [last = -1](std::size_t done, std::size_t total) mutable {
+            const int pct = total == 0 ? 100 : static_cast<int>(100 * done / total);
+            if (pct == last) return;
+            last = pct;
+            const int w = 40, fill = pct * w / 100;
+            std::cerr << fmt::format("\r[{:<{}}] {:3d}% {}/{} plans", std::string(static_cast<std::size_t>(fill), '#'),
+                                     w, pct, done, total)
+                      << std::flush;
+        };
+    }
+    auto res = search_plans(base, o);
+    if (bar) std::cerr << "\n";
+    for (auto& r : res.plans) apply_run_model(r.estimate, r.plan, run);
+
+    if (a.json || a.csv) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& r : res.plans) arr.push_back(plan_json(r.plan, r.estimate));
+        if (a.json) {
+            const auto& s = res.stats;
+            nlohmann::json j{{"plans", arr},
+                             {"search", {{"enumerated", s.enumerated}, {"invalid", s.invalid},
+                                         {"does_not_fit", s.does_not_fit}, {"pruned_dominated", s.pruned_dominated},
+                                         {"pruned_bound", s.pruned_bound}, {"simulated", s.simulated},
+                                         {"filtered", s.filtered}, {"seconds", s.seconds},
+                                         {"rank", o.rank == RankBy::days ? "days" : "cost"}}}};
+            std::cout << j.dump(2) << "\n";
+        } else {
+            std::vector<std::string> header;
+            bool first = true;
+            for (const auto& pj : arr) {
+                std::vector<std::pair<std::string, std::string>> cells;
+                flatten(pj, "", cells);
+                if (first) {
+                    for (std::size_t i = 0; i < cells.size(); ++i) std::cout << (i ? "," : "") << csv_cell(cells[i].first);
+                    std::cout << "\n";
+                    first = false;
+                }
+                for (std::size_t i = 0; i < cells.size(); ++i) std::cout << (i ? "," : "") << csv_cell(cells[i].second);
+                std::cout << "\n";
+            }
+        }
+        return res.plans.empty() ? kExitDoesNotFit : kExitOk;
+    }
+
+    const auto& s = res.stats;
+    std::cout << fmt::format("{} on {} ({}), {:.3g} tokens, global batch {} x {} tokens\n", base.model.name,
+                             base.hardware.name, model::to_string(base.precision), base.training.tokens,
+                             base.training.global_batch, base.training.seq_len);
+    std::cout << fmt::format("searched {} layouts in {:.1f} s: {} invalid, {} do not fit, {} dominated recompute, "
+                             "{} pruned by the compute bound, {} simulated{}\n",
+                             s.enumerated, s.seconds, s.invalid, s.does_not_fit, s.pruned_dominated, s.pruned_bound,
+                             s.simulated, s.filtered ? fmt::format(", {} over the deadline/budget", s.filtered) : "");
+    if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days (steady state)\n", *a.deadline_days);
+    if (a.budget) std::cout << fmt::format("budget: {:g} {}\n", *a.budget, base.pricing.currency);
+    std::cout << fmt::format("ranked by {}\n\n", o.rank == RankBy::days ? "days to train" : "cost");
+    if (res.plans.empty()) {
+        std::cout << "no plan fits in memory and meets the constraints\n";
+        return kExitDoesNotFit;
+    }
+    std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>12} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
+                             "days", "exp.days", "cost", "tok/s/GPU", "MFU", "mem GiB");
+    for (std::size_t i = 0; i < res.plans.size(); ++i) {
+        const auto& r = res.plans[i];
+        const auto& e = r.estimate;
+        std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12.0f} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
+                                 r.plan.num_gpus(), layout_label(r.plan), e.days_to_train, e.expected_days, e.cost,
+                                 e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
+    }
+    std::cout << "\nbest plan:\n" << format_plan(res.plans.front().plan, res.plans.front().estimate);
+    const auto& rt = res.plans.front().estimate.run;
+    std::cout << fmt::format("  whole run: {:.1f} days expected (x{:.4f}: checkpoint {:.0f} GB written in {:.0f} s every "
+                             "{:.1f} h, cluster MTBF {:.1f} h, restart {:.0f} min, ~{:.0f} failures)\n",
+                             res.plans.front().estimate.expected_days, rt.overhead_factor, rt.checkpoint_bytes / 1e9,
+                             rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600,
+                             rt.restart_s / 60, rt.expected_failures);
+    if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
+    return kExitOk;
+}
+
 } // namespace
 
 int run_cli(int argc, char** argv) {
@@ -332,6 +529,36 @@ int run_cli(int argc, char** argv) {
     std::vector<std::string> val_rows;
     val->add_option("--row", val_rows, "print the full simulation report of these row ids instead");
 
+
+    PlanArgs plan_args;
+    auto* plan_cmd = app.add_subcommand("plan", "search every valid parallel layout, simulate those that fit, rank them");
+    plan_cmd->add_option("FILE", plan_args.file, "scenario YAML (its first plan gives model, training, GPU, pricing)");
+    plan_cmd->add_option("--data-dir", plan_args.data_dir, "folder with models/ and hardware/");
+    plan_cmd->add_option("--profile", plan_args.profile, "hardware profile YAML used instead of the scenario's");
+    plan_cmd->add_option("--model", plan_args.model, "model preset id (e.g. llama2-70b)");
+    plan_cmd->add_option("--gpu", plan_args.gpu, "hardware profile id (e.g. h100-sxm)");
+    plan_cmd->add_option("--gpus", plan_args.gpus, "GPU count(s) to search, e.g. 64 or 32,64")->delimiter(',');
+    plan_cmd->add_option("--tokens", plan_args.tokens, "tokens to train on, e.g. 1T");
+    plan_cmd->add_option("--seq-len", plan_args.seq_len, "sequence length (default 4096)");
+    plan_cmd->add_option("--global-batch", plan_args.global_batch, "sequences per step (default 1024)");
+    plan_cmd->add_option("--precision", plan_args.precision, "bf16 | fp16 | fp8 (default bf16)");
+    plan_cmd->add_option("--price", plan_args.price, "price per GPU-hour (flag form; default 0)");
+    plan_cmd->add_option("--currency", plan_args.currency, "currency of --price (default USD)");
+    plan_cmd->add_option("--top", plan_args.top, "plans to show (default 10)");
+    plan_cmd->add_option("--rank", plan_args.rank, "days | cost (default: cost with --deadline-days, else days)");
+    plan_cmd->add_option("--deadline-days", plan_args.deadline_days, "cheapest plan that trains in at most this many days");
+    plan_cmd->add_option("--budget", plan_args.budget, "fastest plan that costs at most this much");
+    plan_cmd->add_option("--max-micro-batch", plan_args.max_micro_batch, "largest micro-batch tried (default 8)");
+    plan_cmd->add_flag("--try-without-sp", plan_args.try_without_sp, "also try tp > 1 without sequence parallelism");
+    plan_cmd->add_flag("--no-prune", plan_args.no_prune, "simulate every plan that fits (no dominance / bound pruning)");
+    plan_cmd->add_option("--threads", plan_args.threads, "worker threads (default: all cores)");
+    plan_cmd->add_option("--checkpoint-bandwidth", plan_args.checkpoint_bandwidth, "checkpoint write bandwidth per node (default 5 GB/s)");
+    plan_cmd->add_option("--gpu-mtbf-hours", plan_args.gpu_mtbf_hours, "mean time between failures of one GPU (default: Llama 3's 50,677 h)");
+    plan_cmd->add_option("--restart-minutes", plan_args.restart_minutes, "time lost per restart besides lost work (default 10)");
+    plan_cmd->add_flag("--json", plan_args.json, "print {\"plans\": [...]} as JSON");
+    plan_cmd->add_flag("--csv", plan_args.csv, "print the plans as CSV");
+    plan_cmd->add_flag("--quiet,-q", plan_args.quiet, "no progress bar");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -344,6 +571,7 @@ int run_cli(int argc, char** argv) {
     if (*expl) return explain(exp_args);
     if (*topo) return print_topology(topo_args, topo_fabric, topo_dot);
     if (*coll) return run_collective(coll_args);
+    if (*plan_cmd) return run_plan_search(plan_args);
     if (*val) {
         const auto rows = model::load_validation_csv(val_file, data_dir(val_data));
         if (!val_rows.empty()) {

@@ -14,6 +14,11 @@ double price_per_gpu_hour(const model::Pricing& pricing) {
     return rate;
 }
 
+void apply_run_model(RunEstimate& e, const model::Plan& plan, const RunModelParams& params) {
+    e.run = run_time(plan, e.days_to_train, params);
+    e.expected_days = e.run.expected_days;
+}
+
 RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt, bool simulate_even_if_too_big) {
     RunEstimate e;
     e.name = plan.name;
@@ -48,6 +53,7 @@ RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt, bool 
     e.gpu_hours = seconds / 3600.0 * gpus;
     e.cost = e.gpu_hours * e.price_per_gpu_hour;
     e.cost_per_million_tokens = e.cost / (plan.training.tokens / 1e6);
+    apply_run_model(e, plan, RunModelParams{});
     return e;
 }
 

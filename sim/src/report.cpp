@@ -82,7 +82,7 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
            {"mfu_peak_tflops", e.peak_tflops}};
     if (!e.fits || !e.step) {
         for (const char* k : {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
-                              "mfu_noncausal", "mfu_vs_bf16_peak", "days_to_train", "gpu_hours", "cost",
+                              "mfu_noncausal", "mfu_vs_bf16_peak", "days_to_train", "expected_days", "gpu_hours", "cost",
                               "cost_per_million_tokens"})
             j[k] = nullptr;
         j["reason"] = fmt::format("needs {:.1f} GiB per GPU on pipeline stage {}, the GPU has {:.1f} GiB",
@@ -98,6 +98,15 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
     j["mfu_vs_bf16_peak"] = e.mfu_vs_bf16_peak;
     j["steps"] = e.steps;
     j["days_to_train"] = e.days_to_train;
+    j["expected_days"] = e.expected_days;
+    j["run"] = json{{"checkpoint_bytes", e.run.checkpoint_bytes},
+                    {"checkpoint_write_s", e.run.checkpoint_write_s},
+                    {"cluster_mtbf_s", e.run.cluster_mtbf_s},
+                    {"checkpoint_interval_s", e.run.checkpoint_interval_s},
+                    {"restart_s", e.run.restart_s},
+                    {"overhead_factor", e.run.overhead_factor},
+                    {"expected_failures", e.run.expected_failures},
+                    {"first_order_valid", e.run.first_order_valid}};
     j["gpu_hours"] = e.gpu_hours;
     j["cost"] = e.cost;
     j["cost_per_million_tokens"] = e.cost_per_million_tokens;

@@ -5,6 +5,7 @@
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/scenario.hpp"
 #include "trainsim/sim/executor.hpp"
+#include "trainsim/sim/run_model.hpp"
 
 #include <optional>
 #include <string>
@@ -31,6 +32,10 @@ struct RunEstimate {
     double peak_tflops = 0;              // the peak MFU is measured against
     double steps = 0;
     double days_to_train = 0;            // steady state: tokens / throughput
+    // Wall clock with checkpoints, failures and restarts (run_model.hpp; default parameters unless
+    // the caller re-applies its own with apply_run_model).
+    RunTime run;
+    double expected_days = 0;
     double gpu_hours = 0;
     double price_per_gpu_hour = 0;       // after the commitment discount
     double cost = 0;
@@ -47,6 +52,9 @@ inline constexpr double kGpusPerMachine = 8.0;
 
 // Evaluates one plan: memory first; simulates the step only if it fits (or, for validating
 // against runs that were measured, when asked to simulate regardless).
+// Recomputes e.run and e.expected_days with these run parameters (e must have been simulated).
+void apply_run_model(RunEstimate& e, const model::Plan& plan, const RunModelParams& params);
+
 [[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt = {},
                                         bool simulate_even_if_too_big = false);
 

@@ -1,0 +1,100 @@
+// `trainsim plan`: search every valid parallel layout of a model on a cluster, simulate the ones
+// that fit, and rank them by days-to-train or money (docs/plan-search.md).
+#pragma once
+
+#include "trainsim/model/errors.hpp"
+#include "trainsim/model/scenario.hpp"
+#include "trainsim/sim/estimate.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainsim::sim {
+
+// A search request that cannot be answered (e.g. no GPU count, a GPU count that is not whole nodes).
+class SearchError : public model::InputError {
+public:
+    explicit SearchError(std::vector<model::Diagnostic> diags) : InputError("plan search", std::move(diags)) {}
+};
+
+enum class RankBy { days, cost };
+
+// What is enumerated. Degrees follow Megatron-LM's rules (check_layout has the last word):
+//   tp: divisors of gpus_per_node that divide the attention heads;
+//   pp: divisors of the layer count; vp (pp > 1): divisors of layers / pp;
+//   cp: powers of two; dp = gpus / (tp pp cp);
+//   micro_batch: divisors of global_batch / dp up to max_micro_batch;
+//   sequence parallelism on whenever tp > 1 (both on and off with try_without_sp);
+//   every sharding in `shardings` (FSDP only with pp = 1) and every recompute policy.
+struct SearchSpace {
+    std::vector<int> gpu_counts;  // empty: the base plan's GPU count
+    int max_micro_batch = 8;
+    int max_cp = 1 << 20;         // cp degrees tried: 1, 2, 4 ... up to this
+    bool try_without_sp = false;
+    std::vector<model::Sharding> shardings{model::Sharding::dist_opt, model::Sharding::zero1, model::Sharding::fsdp,
+                                           model::Sharding::none};
+    std::vector<model::Recompute> recomputes{model::Recompute::none, model::Recompute::selective,
+                                             model::Recompute::full};
+};
+
+struct SearchOptions {
+    SearchSpace space;
+    RankBy rank = RankBy::days;
+    std::optional<double> deadline_days;  // keep plans whose steady-state days <= this
+    std::optional<double> budget;         // keep plans whose cost <= this (plan currency)
+    std::size_t top = 10;                 // plans returned (ranked); the pruning keeps these exact
+    unsigned threads = 0;                 // 0: std::thread::hardware_concurrency()
+    // Provable pruning (dominated recompute policies, compute lower bound); false simulates every
+    // plan that fits (for tests of the pruning and for --no-prune).
+    bool prune = true;
+    // Called from worker threads (serialised) as plans are evaluated: (done, total).
+    std::function<void(std::size_t, std::size_t)> progress;
+};
+
+struct SearchStats {
+    std::size_t enumerated = 0;         // layouts generated
+    std::size_t invalid = 0;            // rejected by check_layout
+    std::size_t does_not_fit = 0;       // rejected by the memory model
+    std::size_t pruned_dominated = 0;   // a lighter recompute policy of the same layout fits
+    std::size_t pruned_bound = 0;       // compute lower bound already worse than the top plans
+    std::size_t simulated = 0;
+    std::size_t filtered = 0;           // simulated but over the deadline or budget
+    double seconds = 0;
+};
+
+struct RankedPlan {
+    model::Plan plan;
+    RunEstimate estimate;
+};
+
+struct SearchResult {
+    std::vector<RankedPlan> plans;  // best first, at most options.top
+    SearchStats stats;
+};
+
+// Every layout of the space for `base` (model, training, precision, cluster shape, pricing kept),
+// in a fixed order, before any validity or memory check. Plans are named by their layout.
+[[nodiscard]] std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const SearchSpace& space);
+
+// The search. Deterministic: the same request gives the same ranked list whatever the thread count.
+[[nodiscard]] SearchResult search_plans(const model::Plan& base, const SearchOptions& opt);
+
+// A lower bound on the step time of a plan that passes check_layout: the largest, over pipeline
+// stages, sum of the nominal compute-kernel times of one rank's compute stream (the executor
+// runs them one at a time and only ever slows them down).
+// Computed from two small graphs and extrapolated linearly in the micro-batch count (exact).
+[[nodiscard]] double step_time_lower_bound_s(const model::Plan& plan);
+// The same from the step's full graph (for tests of the extrapolation).
+[[nodiscard]] double step_time_lower_bound_direct_s(const model::Plan& plan);
+
+// "Why the best wins": how the winner differs from the runner-up, step-breakdown category by
+// category (largest differences first). Both must have been simulated.
+[[nodiscard]] std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up);
+
+// Short layout label, e.g. "tp8 pp2 vp5 dp4 sp mbs1 dist_opt rc:none".
+[[nodiscard]] std::string layout_label(const model::Plan& plan);
+
+} // namespace trainsim::sim

@@ -1,0 +1,286 @@
+// trainsim plan: layout search, pruning, deadline / budget queries and the whole-run model.
+#include "fixtures.hpp"
+
+#include "trainsim/model/layout.hpp"
+#include "trainsim/model/loader.hpp"
+#include "trainsim/sim/plan_search.hpp"
+#include "trainsim/sim/run_model.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <sys/wait.h>
+
+using namespace trainsim;
+using Approx = Catch::Detail::Approx;
+
+namespace {
+
+// The small test model on 8 test GPUs, with a reduced space so that --no-prune stays fast.
+sim::SearchOptions small_options() {
+    sim::SearchOptions o;
+    o.space.max_cp = 2;
+    o.space.max_micro_batch = 4;
+    o.space.shardings = {model::Sharding::dist_opt, model::Sharding::fsdp, model::Sharding::none};
+    o.top = 1000;
+    return o;
+}
+
+model::Plan small_base() {
+    auto p = test::small_plan(1, 1, 8, 32);
+    p.pricing.rate = 2.0;  // per GPU-hour
+    return p;
+}
+
+} // namespace
+
+TEST_CASE("run model: Young/Daly interval and expected days by hand", "[plan-search][run]") {
+    // 1e9 parameters x 14 B = 14 GB written by 1 node at 280 MB/s: delta = 50 s.
+    // 8 GPUs with a per-GPU MTBF of 80,000 s: M = 10,000 s. tau = sqrt(2 x 50 x 10,000) = 1,000 s.
+    // factor = 1 + 50/1000 + 1000/(2 x 10,000) + 100/10,000 = 1.11; 10 steady days -> 11.1 days.
+    sim::RunModelParams p;
+    p.checkpoint_bandwidth_per_node = model::Bandwidth(280e6);
+    p.gpu_mtbf_hours = 80000.0 / 3600.0;
+    p.restart_s = 100;
+    const auto r = sim::run_time(10.0, 1e9, 8, 1, p);
+    CHECK(r.checkpoint_bytes == Approx(14e9));
+    CHECK(r.checkpoint_write_s == Approx(50.0));
+    CHECK(r.cluster_mtbf_s == Approx(10000.0));
+    CHECK(r.checkpoint_interval_s == Approx(1000.0));
+    CHECK(r.overhead_factor == Approx(1.11));
+    CHECK(r.expected_days == Approx(11.1));
+    CHECK(r.expected_failures == Approx(11.1 * 86400 / 10000));
+    CHECK(r.first_order_valid);
+
+    // Twice the nodes halve delta; a fixed interval replaces the optimum: tau = 500 s gives
+    // 1 + 25/500 + 500/20,000 + 0.01 = 1.085.
+    p.checkpoint_interval_s = 500.0;
+    const auto f = sim::run_time(10.0, 1e9, 8, 2, p);
+    CHECK(f.checkpoint_write_s == Approx(25.0));
+    CHECK(f.overhead_factor == Approx(1.085));
+}
+
+TEST_CASE("run model: the Llama 3 default MTBF", "[plan-search][run]") {
+    // 419 interruptions in 54 days on 16,384 GPUs (Dubey et al. 2024, Sec. 3.3.4).
+    CHECK(sim::kLlama3GpuMtbfHours == Approx(50677.0).epsilon(1e-4));
+    // On 16,384 GPUs the cluster MTBF is 54 x 24 / 419 = 3.093 h.
+    const auto r = sim::run_time(1.0, 1e9, 16384, 2048, sim::RunModelParams{});
+    CHECK(r.cluster_mtbf_s / 3600 == Approx(54.0 * 24 / 419));
+}
+
+TEST_CASE("every enumerated layout passes or fails check_layout, none is lost to the GPU count", "[plan-search]") {
+    const auto base = small_base();
+    const auto all = sim::enumerate_layouts(base, small_options().space);
+    REQUIRE(!all.empty());
+    std::set<std::string> names;
+    for (const auto& p : all) {
+        CHECK(p.parallel.tp * p.parallel.pp * p.parallel.cp * p.parallel.dp == 8);
+        names.insert(p.name);
+    }
+    CHECK(names.size() == all.size());  // no duplicates
+    // The fixture's own layout (tp1 pp1 dp8 mbs1 dist_opt, no recompute) is among them.
+    CHECK(names.count("8 GPUs tp1 pp1 dp8 mbs1 dist_opt rc:none") == 1);
+}
+
+TEST_CASE("pruning never drops the best plan: pruned and exhaustive searches agree", "[plan-search]") {
+    const auto base = small_base();
+    auto o = small_options();
+    o.threads = 2;
+    o.prune = false;
+    const auto full = sim::search_plans(base, o);
+    o.prune = true;
+    o.top = 5;
+    const auto pruned = sim::search_plans(base, o);
+    REQUIRE(!full.plans.empty());
+    REQUIRE(!pruned.plans.empty());
+    CHECK(full.stats.pruned_bound == 0);
+    CHECK(full.stats.pruned_dominated == 0);
+    CHECK(pruned.stats.simulated < full.stats.simulated);  // the pruning does something
+    CHECK(pruned.plans.front().plan.name == full.plans.front().plan.name);
+    CHECK(pruned.plans.front().estimate.days_to_train == full.plans.front().estimate.days_to_train);
+    // Every listed plan is one of the exhaustive list's with the same numbers, and the list is
+    // the exhaustive list without the dominated recompute variants, in the same order.
+    std::vector<std::string> expected;
+    for (const auto& r : full.plans) {
+        bool dominated = false;
+        for (const auto& q : full.plans)
+            if (q.plan.parallel.recompute < r.plan.parallel.recompute) {
+                auto a = q.plan;
+                a.parallel.recompute = r.plan.parallel.recompute;
+                a.name = r.plan.name;
+                dominated = dominated || sim::layout_label(a) == sim::layout_label(r.plan);
+            }
+        if (!dominated) expected.push_back(r.plan.name);
+    }
+    for (std::size_t i = 0; i < pruned.plans.size(); ++i) {
+        REQUIRE(i < expected.size());
+        CHECK(pruned.plans[i].plan.name == expected[i]);
+    }
+    // A recompute variant that fits is never faster than the lighter one of the same layout.
+    for (const auto& r : full.plans)
+        for (const auto& q : full.plans)
+            if (q.plan.parallel.recompute < r.plan.parallel.recompute) {
+                auto a = q.plan;
+                a.parallel.recompute = r.plan.parallel.recompute;
+                if (sim::layout_label(a) == sim::layout_label(r.plan))
+                    CHECK(r.estimate.step_time_s >= q.estimate.step_time_s);
+            }
+}
+
+TEST_CASE("the search is deterministic whatever the thread count", "[plan-search]") {
+    const auto base = small_base();
+    auto o = small_options();
+    o.top = 8;
+    o.threads = 1;
+    const auto a = sim::search_plans(base, o);
+    o.threads = 3;
+    const auto b = sim::search_plans(base, o);
+    REQUIRE(a.plans.size() == b.plans.size());
+    for (std::size_t i = 0; i < a.plans.size(); ++i) {
+        CHECK(a.plans[i].plan.name == b.plans[i].plan.name);
+        CHECK(a.plans[i].estimate.step_time_s == b.plans[i].estimate.step_time_s);
+    }
+}
+
+TEST_CASE("the compute lower bound never exceeds the simulated step time", "[plan-search]") {
+    const auto base = small_base();
+    auto o = small_options();
+    o.prune = false;
+    o.top = 40;
+    const auto full = sim::search_plans(base, o);
+    REQUIRE(!full.plans.empty());
+    for (const auto& r : full.plans) {
+        CHECK(sim::step_time_lower_bound_s(r.plan) <= r.estimate.step_time_s);
+        // The linear extrapolation in the micro-batch count equals the direct sum.
+        CHECK(sim::step_time_lower_bound_s(r.plan) == Approx(sim::step_time_lower_bound_direct_s(r.plan)).epsilon(1e-7));
+    }
+}
+
+TEST_CASE("deadline and budget queries on 4 or 8 GPUs", "[plan-search][budget]") {
+    // Hand-checkable: the exhaustive list over both GPU counts gives every plan's days and cost;
+    // the cheapest plan within a deadline and the fastest within a budget follow by inspection.
+    const auto base = small_base();
+    auto o = small_options();
+    o.space.gpu_counts = {4, 8};
+    o.prune = false;
+    o.top = 100000;
+    const auto all = sim::search_plans(base, o);
+    REQUIRE(all.plans.size() > 2);
+    const double fastest = all.plans.front().estimate.days_to_train;
+    double cheapest = 1e300;
+    for (const auto& r : all.plans) {
+        // cost = days x 24 h x GPUs x 2 per GPU-hour (the fixture's rate, on demand).
+        CHECK(r.estimate.cost == Approx(r.estimate.days_to_train * 24 * r.plan.num_gpus() * 2.0));
+        cheapest = std::min(cheapest, r.estimate.cost);
+    }
+    const double deadline = fastest * 1.5;
+    const sim::RankedPlan* want = nullptr;
+    for (const auto& r : all.plans)
+        if (r.estimate.days_to_train <= deadline && (!want || r.estimate.cost < want->estimate.cost)) want = &r;
+    REQUIRE(want);
+
+    auto q = small_options();
+    q.space.gpu_counts = {4, 8};
+    q.top = 3;
+    q.deadline_days = deadline;
+    q.rank = sim::RankBy::cost;
+    const auto d = sim::search_plans(base, q);
+    REQUIRE(!d.plans.empty());
+    CHECK(d.plans.front().estimate.cost == want->estimate.cost);
+    for (const auto& r : d.plans) CHECK(r.estimate.days_to_train <= deadline);
+
+    const double budget = cheapest * 1.2;
+    const sim::RankedPlan* fast = nullptr;
+    for (const auto& r : all.plans)
+        if (r.estimate.cost <= budget && (!fast || r.estimate.days_to_train < fast->estimate.days_to_train)) fast = &r;
+    REQUIRE(fast);
+    auto b = small_options();
+    b.space.gpu_counts = {4, 8};
+    b.top = 3;
+    b.budget = budget;
+    const auto bres = sim::search_plans(base, b);
+    REQUIRE(!bres.plans.empty());
+    CHECK(bres.plans.front().estimate.days_to_train == fast->estimate.days_to_train);
+    for (const auto& r : bres.plans) CHECK(r.estimate.cost <= budget);
+
+    // Impossible constraints give no plan.
+    q.deadline_days = fastest * 0.5;
+    CHECK(sim::search_plans(base, q).plans.empty());
+    b.budget = cheapest * 0.5;
+    CHECK(sim::search_plans(base, b).plans.empty());
+}
+
+TEST_CASE("a GPU count that is not whole nodes is a typed error", "[plan-search]") {
+    auto o = small_options();
+    o.space.gpu_counts = {12};
+    CHECK_THROWS_AS(sim::search_plans(small_base(), o), sim::SearchError);
+    CHECK_THROWS_AS(sim::search_plans(small_base(), o), model::InputError);
+}
+
+TEST_CASE("70B on 64 H100: the search beats or ties the hand-written 64-GPU plan", "[plan-search][data]") {
+    model::LoadOptions opts;
+    opts.data_dir = TRAINSIM_TEST_DATA_DIR;
+    const auto sc = model::load_scenario(std::string(TRAINSIM_TEST_DATA_DIR) + "/questions/70b-1t-8-vs-64-h100.yaml",
+                                         opts);
+    const model::Plan* hand = nullptr;
+    for (const auto& p : sc.plans)
+        if (p.num_gpus() == 64) hand = &p;
+    REQUIRE(hand);
+    const auto he = sim::estimate_plan(*hand);
+    REQUIRE(he.fits);
+    sim::SearchOptions o;
+    o.top = 3;
+    const auto res = sim::search_plans(*hand, o);
+    REQUIRE(!res.plans.empty());
+    CHECK(res.plans.front().estimate.days_to_train <= he.days_to_train);
+    CHECK(res.plans.front().estimate.cost <= he.cost * (1 + 1e-12));
+    CHECK(res.plans.front().estimate.expected_days > res.plans.front().estimate.days_to_train);
+}
+
+namespace {
+struct CliRun {
+    int rc = -1;
+    std::string out;
+};
+CliRun run_plan_cli(const std::string& args) {
+    const std::string cmd = std::string("TRAINSIM_DATA_DIR='") + TRAINSIM_TEST_DATA_DIR + "' '" + TRAINSIM_EXE +
+                            "' plan " + args + " 2>/dev/null";
+    CliRun r;
+    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+    REQUIRE(pipe);
+    std::array<char, 4096> buf{};
+    while (std::fgets(buf.data(), buf.size(), pipe.get()) != nullptr) r.out += buf.data();
+    const int status = pclose(pipe.release());
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+} // namespace
+
+TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout", "[plan-search][cli]") {
+    const auto r = run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 100B --global-batch 256 "
+                                "--price 2.5 --top 3 --json");
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j["plans"].size() == 3);
+    double prev = 0;
+    for (const auto& p : j["plans"]) {
+        for (const char* k : {"name", "days_to_train", "expected_days", "cost", "cost_per_million_tokens", "tp", "pp",
+                              "vp", "cp", "dp", "sharding", "recompute", "micro_batch", "sequence_parallel"})
+            CHECK(p.contains(k));
+        CHECK(p["fits"].get<bool>());
+        CHECK(p["days_to_train"].get<double>() >= prev);
+        prev = p["days_to_train"].get<double>();
+        CHECK(p["expected_days"].get<double>() > p["days_to_train"].get<double>());
+    }
+    const auto csv = run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 100B --global-batch 256 "
+                                  "--top 2 --csv");
+    REQUIRE(csv.rc == 0);
+    CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == 3);  // header + 2 rows
+    CHECK(csv.out.find("days_to_train") != std::string::npos);
+    CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 12 --tokens 1T").rc == 2);
+    CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --deadline-days 0.001 --json").rc == 3);
+}
