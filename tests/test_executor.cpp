@@ -1,5 +1,7 @@
 // The step executor: sequencing, symmetric-rank reduction, pipeline bubbles and stuck runs.
 #include "fixtures.hpp"
+#include "trainsim/model/loader.hpp"
+#include "trainsim/sim/estimate.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/compute_cost.hpp"
 #include "trainsim/sim/executor.hpp"
@@ -159,4 +161,26 @@ TEST_CASE("sequence parallelism and tensor parallelism expose TP communication",
     const auto o = run(plan);
     CHECK(o.breakdown.tp_exposed < r.breakdown.tp_exposed);
     CHECK(o.step_time < r.step_time);
+}
+
+TEST_CASE("an oversubscribed spine written in the scenario slows cross-leaf data parallelism", "[executor][network]") {
+    // 64 nodes of 8 H100, 2 nodes per leaf: DP rings cross leaves; TP stays inside the node.
+    const std::string base = R"(
+model: llama2-7b
+training: {tokens: 1T, seq_len: 4096, global_batch: 512, micro_batch: 1}
+parallel: {tp: 8, sequence_parallel: true, sharding: none, overlap_grad_reduce: false}
+cluster: {gpu: h100-sxm, nodes: 64, gpus_per_node: 8, nodes_per_leaf: 2)";
+    model::LoadOptions opts;
+    opts.data_dir = TRAINSIM_TEST_DATA_DIR;
+    const auto flat = model::load_scenario_text(base + "}\n", "flat.yaml", opts).plans.front();
+    const auto over = model::load_scenario_text(base + ", oversubscription: 4}\n", "over.yaml", opts).plans.front();
+    CHECK(over.cluster.oversubscription == 4.0);
+    const auto a = sim::estimate_plan(flat);
+    const auto b = sim::estimate_plan(over);
+    REQUIRE(a.step);
+    REQUIRE(b.step);
+    CHECK(b.step->breakdown.dp_exposed.seconds() > 1.5 * a.step->breakdown.dp_exposed.seconds());
+    CHECK(b.step->breakdown.tp_exposed == a.step->breakdown.tp_exposed);
+    // Below 1 is not a fat tree: a load error naming the key.
+    CHECK_THROWS_AS(model::load_scenario_text(base + ", oversubscription: 0.5}\n", "bad.yaml", opts), model::ScenarioError);
 }

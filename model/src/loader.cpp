@@ -237,6 +237,13 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         enum_key<B, InterFabric>("cluster.inter_node", [](B& b) -> InterFabric& { return b.plan.cluster.inter; }),
         int_key<B>("cluster.nics_per_node", 0, [](B& b) -> int& { return b.plan.cluster.nics_per_node; }),
         bandwidth_key<B>("cluster.nic_rate", [](B& b) -> Bandwidth& { return b.plan.cluster.nic_rate; }),
+        {"cluster.oversubscription", "number",
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+             auto x = detail::read_number(v, at, 1.0, HUGE_VAL, out);
+             if (x) b.plan.cluster.oversubscription = *x;
+             return x.has_value();
+         }},
+        int_key<B>("cluster.nodes_per_leaf", 1, [](B& b) -> int& { return b.plan.cluster.nodes_per_leaf; }),
         enum_key<B, PriceBasis>("pricing.basis", [](B& b) -> PriceBasis& { return b.plan.pricing.basis; }),
         number_key<B>("pricing.rate", [](B& b) -> double& { return b.plan.pricing.rate; }),
         string_key<B>("pricing.currency", [](B& b) -> std::string& { return b.plan.pricing.currency; }),

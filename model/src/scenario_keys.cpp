@@ -127,6 +127,10 @@ std::vector<KeySpec> make_table() {
         key("cluster.nics_per_node", "int", "", "(profile node.nics_per_node)",
             "Network interfaces per node (0 for a single node)"),
         key("cluster.nic_rate", "bandwidth", "bit/s or B/s", "(profile node.nic_rate)", "Line rate per NIC, per direction"),
+        key("cluster.oversubscription", "number", "ratio", "1",
+            "Fat-tree leaf down:up bandwidth ratio (1 = non-blocking; 4 = cross-leaf traffic gets a quarter)"),
+        key("cluster.nodes_per_leaf", "int", "nodes", "32",
+            "Nodes per leaf switch and rail (scalable unit; DGX SuperPOD reference architecture: 32)"),
         // --- pricing ---
         key("pricing", "section", "", "", "What the GPUs cost"),
         one_of("pricing.basis", spellings<PriceBasis>(2), "gpu_hour",

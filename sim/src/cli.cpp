@@ -130,9 +130,11 @@ int explain(const Common& c) {
 
 // ---- trainsim topology / trainsim collective (docs/network.md) ----
 
+// Fabric flags; for `topology` they override the scenario's cluster.oversubscription and
+// cluster.nodes_per_leaf only when given.
 struct FabricArgs {
-    double oversubscription = 1.0;
-    int nodes_per_leaf = TopologyOptions{}.nodes_per_leaf;
+    std::optional<double> oversubscription;
+    std::optional<int> nodes_per_leaf;
 };
 
 void add_fabric(CLI::App* cmd, FabricArgs& f) {
@@ -141,10 +143,10 @@ void add_fabric(CLI::App* cmd, FabricArgs& f) {
     cmd->add_option("--nodes-per-leaf", f.nodes_per_leaf, "nodes per scalable unit (one leaf switch per rail)");
 }
 
-TopologyOptions topology_options(const FabricArgs& f) {
+TopologyOptions topology_options(const FabricArgs& f, const model::Cluster& cluster = {}) {
     TopologyOptions o;
-    o.oversubscription = f.oversubscription;
-    o.nodes_per_leaf = f.nodes_per_leaf;
+    o.oversubscription = f.oversubscription.value_or(cluster.oversubscription);
+    o.nodes_per_leaf = f.nodes_per_leaf.value_or(cluster.nodes_per_leaf);
     return o;
 }
 
@@ -165,11 +167,11 @@ int print_topology(const Common& c, const FabricArgs& f, const std::string& dot)
             os = &file;
         }
         for (const auto& plan : scenario.plans)
-            Topology(plan.hardware, plan.cluster, topology_options(f)).write_dot(*os, plan.name);
+            Topology(plan.hardware, plan.cluster, topology_options(f, plan.cluster)).write_dot(*os, plan.name);
         return kExitOk;
     }
     for (const auto& plan : scenario.plans) {
-        const Topology topo(plan.hardware, plan.cluster, topology_options(f));
+        const Topology topo(plan.hardware, plan.cluster, topology_options(f, plan.cluster));
         std::cout << fmt::format("== {} ({}) ==\n", plan.name, plan.hardware.name) << topo.summary() << "\n";
     }
     return kExitOk;

@@ -4,6 +4,7 @@
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/compute_cost.hpp"
 #include "trainsim/sim/network.hpp"
+#include "trainsim/sim/topology.hpp"
 
 namespace trainsim::sim {
 
@@ -35,7 +36,10 @@ RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt, bool 
 
     const auto graph = model::build_workload(plan);
     const ComputeCost compute(plan.hardware);
-    const AnalyticNetwork network(plan.hardware, plan.cluster);
+    TopologyOptions fabric;
+    fabric.oversubscription = plan.cluster.oversubscription;
+    fabric.nodes_per_leaf = plan.cluster.nodes_per_leaf;
+    const AnalyticNetwork network(plan.hardware, plan.cluster, fabric);
     e.step = execute_step(plan, graph, compute, network, opt);
 
     const double gpus = plan.num_gpus();

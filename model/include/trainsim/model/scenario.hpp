@@ -80,6 +80,10 @@ struct Cluster {
     InterFabric inter = InterFabric::infiniband;
     int nics_per_node = 8;
     Bandwidth nic_rate = Bandwidth(400e9 / 8);  // per NIC, per direction
+    // Fat tree: leaf down-link : up-link bandwidth ratio (1 = non-blocking) and nodes per leaf
+    // (a scalable unit; NVIDIA DGX SuperPOD reference architecture: 32).
+    double oversubscription = 1.0;
+    int nodes_per_leaf = 32;
     [[nodiscard]] int num_gpus() const { return nodes * gpus_per_node; }
 };
 
