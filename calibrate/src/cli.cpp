@@ -10,6 +10,9 @@
 #include "trainsim/model/loader.hpp"
 
 #include "launcher.hpp"
+#ifdef TRAINSIM_HAVE_MPI
+#include "mpi_bootstrap.hpp"
+#endif
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -20,6 +23,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #ifndef TRAINSIM_DEFAULT_DATA_DIR
@@ -85,6 +89,7 @@ struct MeasureArgs {
     int device = -1;
     std::string session;
     std::string rendezvous_dir;
+    std::string bootstrap = "auto";
     std::size_t stop_after = 0;
 };
 
@@ -116,6 +121,102 @@ std::string launcher_session() {
     return {};
 }
 
+void check_backend(const std::string& backend, const CudaEntry& cuda) {
+    if (backend == "cpu") return;
+    if (backend != "cuda") throw CalibrationInputError("--backend", "unknown backend '" + backend + "' (cuda or cpu)");
+    if (!cuda.make)
+        throw NoDeviceError("no CUDA device: this trainsim-calibrate was built without CUDA support (nvcc, cuBLASLt "
+                            "or NCCL not found at configure time); --backend cpu works");
+}
+
+// Whether this process meets its ranks through MPI: --bootstrap mpi, or (auto) started by an MPI
+// launcher in a build with MPI. Otherwise the file rendezvous (and local children) do.
+bool want_mpi(const MeasureArgs& a) {
+    if (a.bootstrap == "file") return false;
+    if (a.bootstrap != "auto" && a.bootstrap != "mpi")
+        throw CalibrationInputError("--bootstrap", "expected auto, mpi or file, got '" + a.bootstrap + "'");
+#ifdef TRAINSIM_HAVE_MPI
+    return a.bootstrap == "mpi" || (a.rank < 0 && detail::launched_by_mpi());
+#else
+    if (a.bootstrap == "mpi")
+        throw CalibrationInputError("--bootstrap", "this trainsim-calibrate was built without MPI (install "
+                                                   "libopenmpi-dev and reconfigure); --bootstrap file works");
+    return false;
+#endif
+}
+
+#ifdef TRAINSIM_HAVE_MPI
+// Rank 0 opens the run directory (only it writes there: no shared file system needed) and sends
+// every rank the keys already measured, so that all walk the same descriptors; or its error.
+RunDir shared_run_dir(const detail::MpiSession& mpi, const fs::path& out, bool resume) {
+    RunDir run;
+    if (mpi.rank() == 0) {
+        try {
+            run = open_run_dir(out, resume, /*repair=*/true);
+        } catch (const std::exception& e) {
+            (void)mpi.broadcast(std::string("E") + e.what());
+            throw;
+        }
+        std::string keys = "K";
+        for (const auto& k : run.done) keys += k + "\n";
+        (void)mpi.broadcast(keys);
+        return run;
+    }
+    const std::string msg = mpi.broadcast({});
+    if (msg.empty() || msg[0] != 'K')
+        throw CalibrationInputError(out.string(), "rank 0 could not open the run directory: " +
+                                                      (msg.empty() ? std::string("?") : msg.substr(1)));
+    run.dir = out;
+    run.samples = out / kSamplesFile;
+    std::istringstream in(msg.substr(1));
+    for (std::string key; std::getline(in, key);)
+        if (!key.empty()) run.done.insert(key);
+    return run;
+}
+
+// `measure` under mpirun: one process per rank (per GPU with --backend cuda), bootstrapped by MPI.
+int run_measure_mpi(const MeasureArgs& a, PlanKind kind, MeasureOptions opts, const CudaEntry& cuda) {
+    detail::MpiSession mpi;
+    // Ranks count descriptors differently (only collectives on ranks > 0): stopping early on one
+    // would leave the others waiting in a collective.
+    if (opts.stop_after && mpi.world() > 1)
+        throw CalibrationInputError("--stop-after", "is a single-process test hook; not with several MPI ranks");
+    const RunDir run = shared_run_dir(mpi, a.out, a.resume);
+    std::unique_ptr<Backend> backend;
+    if (a.backend == "cpu") {
+        backend = detail::make_process_cpu_backend(mpi.process_ranks());
+    } else {
+        CudaOptions co;
+        co.rank = mpi.rank();
+        co.world = mpi.world();
+        co.device = a.device;
+        co.hosts = mpi.hosts();
+        co.share_id = [&mpi](const std::function<std::vector<unsigned char>()>& make) {
+            std::string id;
+            if (mpi.rank() == 0) {
+                const auto v = make();
+                id.assign(v.begin(), v.end());
+            }
+            id = mpi.broadcast(id);
+            return std::vector<unsigned char>(id.begin(), id.end());
+        };
+        co.max_over_group = [&mpi](int size, std::vector<double>& times) { mpi.max_over_group(size, times); };
+        backend = cuda.make(co);
+    }
+    PlanContext ctx{a.backend, backend->ranks(), backend->rank_hosts()};
+    const auto plan = make_plan(kind, ctx);
+    ProgressBar bar(a.quiet || mpi.rank() != 0);
+    opts.on_progress = [&](const Progress& p) { bar(p); };
+    const auto sum = measure(*backend, plan, run, opts);
+    if (mpi.rank() == 0 && !a.quiet)
+        std::cerr << fmt::format("measured {} ({} unsupported), {} already done, of {} descriptors on {} MPI rank{} -> {}\n",
+                                 sum.measured, sum.unsupported, sum.already_done, sum.planned, mpi.world(),
+                                 mpi.world() > 1 ? "s" : "", run.samples.string());
+    backend.reset();  // its MPI groups go before MPI_Finalize
+    return kExitOk;
+}
+#endif
+
 int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cuda) {
     const PlanKind kind = parse_plan_kind(a.plan);
     if (a.out.empty()) throw CalibrationInputError("--out", "an output directory is required");
@@ -124,8 +225,21 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
     opts.plan_name = a.plan;
     opts.command_line = join_args(argc, argv);
     if (a.stop_after > 0) opts.stop_after = a.stop_after;
+    check_backend(a.backend, cuda);
+    if (want_mpi(a)) {
+#ifdef TRAINSIM_HAVE_MPI
+        return run_measure_mpi(a, kind, std::move(opts), cuda);
+#endif
+    }
 
     if (a.backend == "cpu") {
+        int env_rank = 0, env_world = 0;
+        if (rank_from_env(env_rank, env_world) && env_world > 1)
+            throw CalibrationInputError(
+                "--backend", fmt::format("started as rank {} of {} by a launcher, but without an MPI bootstrap the CPU "
+                                         "backend runs in one process (collectives between threads): build with MPI "
+                                         "(libopenmpi-dev) and launch with mpirun, or run one process",
+                                         env_rank, env_world));
         const RunDir run = open_run_dir(out, a.resume, /*repair=*/true);
         auto backend = make_cpu_backend(std::max(2, a.threads));
         PlanContext ctx{"cpu", backend->ranks(), {}};
@@ -138,11 +252,6 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
                                      sum.measured, sum.unsupported, sum.already_done, sum.planned, run.samples.string());
         return kExitOk;
     }
-    if (a.backend != "cuda") throw CalibrationInputError("--backend", "unknown backend '" + a.backend + "' (cuda or cpu)");
-    if (!cuda.make)
-        throw NoDeviceError("no CUDA device: this trainsim-calibrate was built without CUDA support (nvcc, cuBLASLt "
-                            "or NCCL not found at configure time); --backend cpu works");
-
     // Who am I: given (--rank/--world, a child of the launcher), from an MPI / Slurm launch,
     // or rank 0 of a single-node run that starts the other ranks itself.
     int rank = a.rank, world = a.world;
@@ -303,6 +412,8 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
     measure_cmd->add_option("--session", m.session, "rendezvous session name (same on every rank)")->group(hidden);
     measure_cmd->add_option("--rendezvous", m.rendezvous_dir, "rendezvous directory (default DIR/.rendezvous)")
         ->group(hidden);
+    measure_cmd->add_option("--bootstrap", m.bootstrap,
+                            "how ranks meet: auto (MPI when started by mpirun in an MPI build, else files), mpi, file");
     measure_cmd->add_option("--stop-after", m.stop_after, "stop after N descriptors (tests)")->group(hidden);
 
     FitArgs f;

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <stdexcept>
+#include <utility>
 #include <thread>
 
 namespace trainsim::calibrate {
@@ -148,20 +150,23 @@ private:
 
 class CpuCollective : public PreparedOp {
 public:
-    CpuCollective(detail::ThreadTeam& team, const Descriptor& d) : team_(team) {
+    CpuCollective(detail::CollectiveGroup& team, const Descriptor& d, std::string impl)
+        : team_(team), impl_(std::move(impl)) {
         team_.prepare(d.op, static_cast<std::size_t>(d.bytes));
     }
     void run() override { team_.run(); }
-    [[nodiscard]] std::string implementation() const override { return "threads-shared-memory"; }
+    [[nodiscard]] std::string implementation() const override { return impl_; }
 
 private:
-    detail::ThreadTeam& team_;
+    detail::CollectiveGroup& team_;
+    std::string impl_;
 };
 
 // The GEMM on the calling thread, alone or while the team all-reduces in the background.
 class CpuOverlap : public PreparedOp {
 public:
-    CpuOverlap(detail::ThreadTeam& team, const Descriptor& d) : team_(team), gemm_(d), under_(d.comm_bytes > 0) {
+    CpuOverlap(detail::CollectiveGroup& team, const Descriptor& d, std::string impl)
+        : team_(team), gemm_(d), under_(d.comm_bytes > 0), impl_(std::move(impl)) {
         if (under_) team_.prepare("all_reduce", static_cast<std::size_t>(d.comm_bytes));
     }
     void before_sample() override {
@@ -171,12 +176,13 @@ public:
         if (under_) team_.stop_background();
     }
     void run() override { gemm_.run(); }
-    [[nodiscard]] std::string implementation() const override { return "eigen-fp32+threads"; }
+    [[nodiscard]] std::string implementation() const override { return impl_; }
 
 private:
-    detail::ThreadTeam& team_;
+    detail::CollectiveGroup& team_;
     CpuGemm gemm_;
     bool under_;
+    std::string impl_;
 };
 
 std::string cpu_model() {
@@ -190,42 +196,67 @@ std::string cpu_model() {
     return "unknown";
 }
 
+// Ranks are threads of this process (the default), or processes of an MPI launch (`procs`).
 class CpuBackend : public Backend {
 public:
     explicit CpuBackend(int max_threads) : max_threads_(std::max(1, max_threads)) {}
+    explicit CpuBackend(detail::ProcessRanks procs)
+        : max_threads_(std::max(1, procs.world)), procs_(std::move(procs)) {}
 
     [[nodiscard]] std::string name() const override { return "cpu"; }
     [[nodiscard]] int ranks() const override { return max_threads_; }
+    [[nodiscard]] std::vector<std::string> rank_hosts() const override {
+        return procs_ ? procs_->hosts : std::vector<std::string>{};
+    }
 
     [[nodiscard]] nlohmann::json provenance() const override {
-        return {{"device", "cpu: " + cpu_model()},
-                {"host", host_name()},
-                {"hardware_threads", std::thread::hardware_concurrency()},
-                {"gemm", fmt::format("Eigen {}.{}.{} fp32, one thread", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
-                                     EIGEN_MINOR_VERSION)},
-                {"collectives", fmt::format("std::thread ranks over shared memory, up to {}", max_threads_)},
-                {"compiler", __VERSION__},
-                {"note", "CPU backend: measures this host to test the calibration pipeline; not a GPU"}};
+        nlohmann::json j = {
+            {"device", "cpu: " + cpu_model()},
+            {"host", host_name()},
+            {"hardware_threads", std::thread::hardware_concurrency()},
+            {"gemm", fmt::format("Eigen {}.{}.{} fp32, one thread", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
+                                 EIGEN_MINOR_VERSION)},
+            {"collectives", procs_ ? procs_->description
+                                   : fmt::format("std::thread ranks over shared memory, up to {}", max_threads_)},
+            {"compiler", __VERSION__},
+            {"note", "CPU backend: measures this host to test the calibration pipeline; not a GPU"}};
+        if (procs_) {
+            j["bootstrap"] = "mpi";
+            j["world_size"] = procs_->world;
+            j["hosts"] = procs_->hosts;
+        }
+        return j;
     }
 
     [[nodiscard]] std::optional<std::string> unsupported(const Descriptor& d) const override {
         if (d.dtype != "fp32")
             return fmt::format("the CPU backend computes fp32 only; {} needs a GPU with tensor cores", d.dtype);
         if ((d.kind == OpKind::collective || d.kind == OpKind::overlap) && d.group_size > max_threads_)
-            return fmt::format("needs {} ranks; the CPU backend was given {} threads", d.group_size, max_threads_);
+            return procs_ ? fmt::format("needs {} ranks; this MPI run has {}", d.group_size, max_threads_)
+                          : fmt::format("needs {} ranks; the CPU backend was given {} threads", d.group_size,
+                                        max_threads_);
         return std::nullopt;
     }
 
-    [[nodiscard]] bool participates(const Descriptor&) const override { return true; }
-    [[nodiscard]] bool writes_samples() const override { return true; }
+    // Threads: this process does everything. Processes: rank 0 runs single-process ops, the
+    // first group_size ranks each collective (as the CUDA backend's ranks do).
+    [[nodiscard]] bool participates(const Descriptor& d) const override {
+        if (!procs_) return true;
+        if (d.kind == OpKind::collective || d.kind == OpKind::overlap) return procs_->rank < d.group_size;
+        return procs_->rank == 0;
+    }
+    [[nodiscard]] bool writes_samples() const override { return !procs_ || procs_->rank == 0; }
 
     [[nodiscard]] std::unique_ptr<PreparedOp> prepare(const Descriptor& d) override {
         switch (d.kind) {
         case OpKind::gemm: return std::make_unique<CpuGemm>(d);
         case OpKind::attention: return std::make_unique<CpuAttention>(d);
         case OpKind::memory: return std::make_unique<CpuMemory>(d);
-        case OpKind::collective: return std::make_unique<CpuCollective>(team(d.group_size), d);
-        case OpKind::overlap: return std::make_unique<CpuOverlap>(team(d.group_size), d);
+        case OpKind::collective:
+            return std::make_unique<CpuCollective>(team(d.group_size), d,
+                                                   procs_ ? "mpi-processes" : "threads-shared-memory");
+        case OpKind::overlap:
+            return std::make_unique<CpuOverlap>(team(d.group_size), d, procs_ ? "eigen-fp32+mpi" : "eigen-fp32+threads");
         }
         throw OpUnsupported("unknown descriptor kind");
     }
@@ -237,7 +268,12 @@ public:
     // CPU caches are not flushed: the CPU backend tests the pipeline, it does not model a GPU's
     // cold-L2 operands.
     void flush_caches() override {}
-    void reduce_times(const Descriptor&, std::vector<double>&) override {}  // one process
+    void reduce_times(const Descriptor& d, std::vector<double>& times) override {
+        // Threads: one process, one clock. Processes: the slowest rank of the group decides.
+        if (procs_ && procs_->max_over_group && (d.kind == OpKind::collective || d.kind == OpKind::overlap) &&
+            d.group_size > 1)
+            procs_->max_over_group(d.group_size, times);
+    }
     [[nodiscard]] SampleTelemetry telemetry() const override { return {}; }
 
     [[nodiscard]] double rough_seconds(const Descriptor& d) const override {
@@ -258,19 +294,28 @@ public:
     void end_of_kind() override { teams_.clear(); }
 
 private:
-    detail::ThreadTeam& team(int ranks) {
+    detail::CollectiveGroup& team(int ranks) {
         auto& t = teams_[ranks];
-        if (!t) t = std::make_unique<detail::ThreadTeam>(ranks);
+        if (!t) {
+            if (procs_) t = procs_->make_group(ranks);
+            else t = std::make_unique<detail::ThreadTeam>(ranks);
+        }
         return *t;
     }
 
     int max_threads_;
-    std::map<int, std::unique_ptr<detail::ThreadTeam>> teams_;
+    std::optional<detail::ProcessRanks> procs_;
+    std::map<int, std::unique_ptr<detail::CollectiveGroup>> teams_;
     std::chrono::steady_clock::time_point start_;
 };
 
 } // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(int max_threads) { return std::make_unique<CpuBackend>(max_threads); }
+
+std::unique_ptr<Backend> detail::make_process_cpu_backend(ProcessRanks ranks) {
+    if (!ranks.make_group) throw std::invalid_argument("make_process_cpu_backend: no make_group");
+    return std::make_unique<CpuBackend>(std::move(ranks));
+}
 
 } // namespace trainsim::calibrate

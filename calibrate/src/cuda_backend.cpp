@@ -15,7 +15,9 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <map>
+#include <utility>
 
 namespace trainsim::calibrate {
 
@@ -146,14 +148,27 @@ public:
         dev_ = std::make_unique<k::GpuDevice>(ordinal);
         hosts_.assign(static_cast<std::size_t>(world_), host_name());
         if (world_ > 1) {
-            const auto rv = rendezvous(o.rendezvous_dir, o.session, rank_, world_, [] {
+            const auto make_id = [] {
                 const k::NcclId id = k::make_nccl_id();
                 return std::vector<unsigned char>(id.begin(), id.end());
-            });
-            hosts_ = rv.hosts;
+            };
+            // Rank 0 makes the NCCL id; MPI_Bcast (under mpirun) or the file rendezvous shares it.
+            std::vector<unsigned char> shared;
+            if (o.share_id) {
+                shared = o.share_id(make_id);
+                if (o.hosts.size() == hosts_.size()) hosts_ = o.hosts;
+                max_over_group_ = o.max_over_group;
+                mpi_ = true;
+            } else {
+                auto rv = rendezvous(o.rendezvous_dir, o.session, rank_, world_, make_id);
+                hosts_ = std::move(rv.hosts);
+                shared = std::move(rv.id);
+            }
             k::NcclId id{};
-            if (rv.id.size() != id.size()) throw CalibrationInputError(o.rendezvous_dir.string(), "malformed NCCL id");
-            std::copy(rv.id.begin(), rv.id.end(), id.begin());
+            if (shared.size() != id.size())
+                throw CalibrationInputError(o.share_id ? std::string("MPI bootstrap") : o.rendezvous_dir.string(),
+                                            "malformed NCCL id");
+            std::copy(shared.begin(), shared.end(), id.begin());
             world_comm_ = std::make_unique<k::NcclComm>(*dev_, id, world_, rank_);
             // Every rank splits for every group size, in the same order (ncclCommSplit is
             // collective); ranks outside a group get no communicator for it.
@@ -196,6 +211,7 @@ public:
                 {"attention", "unfused fallback: cuBLASLt batched GEMMs + softmax kernel (cuDNN frontend not "
                               "available at build time)"},
                 {"ranks", world_},
+                {"bootstrap", world_ == 1 ? "none" : (mpi_ ? "mpi" : "file rendezvous")},
                 {"hosts", hosts_},
                 {"telemetry_at_start", tel}};
     }
@@ -239,7 +255,10 @@ public:
     void flush_caches() override { dev_->flush_l2(); }
 
     void reduce_times(const Descriptor& d, std::vector<double>& times) override {
-        if ((d.kind == OpKind::collective || d.kind == OpKind::overlap) && d.group_size > 1) comm(d).max_over_ranks(times);
+        if ((d.kind == OpKind::collective || d.kind == OpKind::overlap) && d.group_size > 1) {
+            if (max_over_group_) max_over_group_(d.group_size, times);
+            else comm(d).max_over_ranks(times);
+        }
     }
 
     [[nodiscard]] SampleTelemetry telemetry() const override { return to_sample(dev_->telemetry()); }
@@ -276,6 +295,8 @@ private:
     std::vector<std::unique_ptr<k::NcclComm>> owned_;
     std::map<int, k::NcclComm*> groups_;
     std::vector<std::string> hosts_;
+    std::function<void(int, std::vector<double>&)> max_over_group_;  // MPI bootstrap only
+    bool mpi_ = false;
     k::Telemetry start_telemetry_;
 };
 

@@ -7,6 +7,7 @@
 #include "trainsim/calibrate/backend.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,13 @@ struct CudaOptions {
     int device = -1;  // GPU ordinal; -1: local rank (rank modulo the visible GPUs)
     std::filesystem::path rendezvous_dir;  // bootstrap directory (world > 1)
     std::string session;                   // rendezvous session name (world > 1)
+    // MPI bootstrap (set by `measure` when started by mpirun; replaces the file rendezvous):
+    // share_id runs on every rank and returns rank 0's id (it calls make on rank 0 only, then
+    // MPI_Bcast), hosts lists every rank's host, and max_over_group reduces per-sample times over
+    // ranks [0, size) (MPI_Allreduce). Empty: file rendezvous and NCCL's own max.
+    std::function<std::vector<unsigned char>(const std::function<std::vector<unsigned char>()>& make)> share_id;
+    std::vector<std::string> hosts;
+    std::function<void(int size, std::vector<double>& times)> max_over_group;
 };
 
 // Throws NoDeviceError ("no CUDA device: ...") when no GPU is visible, KernelError otherwise.
