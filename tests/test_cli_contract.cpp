@@ -1,5 +1,6 @@
 // The trainsim executable as users' budgeting scripts see it: JSON field names, exit codes, and
 // the arithmetic that ties days, GPU-hours and money to the simulated throughput.
+#include "cli_runner.hpp"
 #include "trainsim/sim/estimate.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,24 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-    int rc = -1;
-    std::string out;
-};
-
-// Runs the built trainsim with TRAINSIM_DATA_DIR pointing at the shipped data.
-Run run_trainsim(const std::string& args) {
-    const std::string cmd = std::string("TRAINSIM_DATA_DIR='") + TRAINSIM_TEST_DATA_DIR + "' '" + TRAINSIM_EXE + "' " +
-                            args + " 2>/dev/null";
-    Run r;
-    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-    REQUIRE(pipe);
-    std::array<char, 4096> buf{};
-    while (std::fgets(buf.data(), buf.size(), pipe.get()) != nullptr) r.out += buf.data();
-    const int status = pclose(pipe.release());
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+using trainsim::test::run_trainsim;
 
 const char* const kFields[] = {"name", "step_time_s", "tokens_per_s_per_gpu", "mfu", "memory_per_gpu_gib",
                                "fits", "days_to_train", "gpu_hours", "cost", "currency"};

@@ -1,4 +1,5 @@
 // trainsim plan: layout search, pruning, deadline / budget queries and the whole-run model.
+#include "cli_runner.hpp"
 #include "fixtures.hpp"
 
 #include "trainsim/model/layout.hpp"
@@ -242,22 +243,7 @@ TEST_CASE("70B on 64 H100: the search beats or ties the hand-written 64-GPU plan
 }
 
 namespace {
-struct CliRun {
-    int rc = -1;
-    std::string out;
-};
-CliRun run_plan_cli(const std::string& args) {
-    const std::string cmd = std::string("TRAINSIM_DATA_DIR='") + TRAINSIM_TEST_DATA_DIR + "' '" + TRAINSIM_EXE +
-                            "' plan " + args + " 2>/dev/null";
-    CliRun r;
-    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-    REQUIRE(pipe);
-    std::array<char, 4096> buf{};
-    while (std::fgets(buf.data(), buf.size(), pipe.get()) != nullptr) r.out += buf.data();
-    const int status = pclose(pipe.release());
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+trainsim::test::CliRun run_plan_cli(const std::string& args) { return trainsim::test::run_trainsim("plan " + args); }
 } // namespace
 
 TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout", "[plan-search][cli]") {

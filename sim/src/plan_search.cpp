@@ -1,5 +1,7 @@
 #include "trainsim/sim/plan_search.hpp"
 
+#include "trainsim/sim/parallel_for.hpp"
+
 #include "trainsim/model/layout.hpp"
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/workload.hpp"
@@ -28,27 +30,6 @@ std::vector<int> divisors(int n, int max) {
     for (int d = 1; d <= std::min(n, max); ++d)
         if (n % d == 0) out.push_back(d);
     return out;
-}
-
-// Runs f(i) for i in [0, n) on `threads` workers; rethrows the first worker exception.
-template <class F>
-void parallel_for(std::size_t n, unsigned threads, F&& f) {
-    std::atomic<std::size_t> next{0};
-    std::vector<std::exception_ptr> errors(threads);
-    auto worker = [&](unsigned w) {
-        try {
-            for (std::size_t i = next++; i < n; i = next++) f(i);
-        } catch (...) {
-            errors[w] = std::current_exception();
-            next = n;  // stop the others soon
-        }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned w = 1; w < threads; ++w) pool.emplace_back(worker, w);
-    worker(0);
-    for (auto& t : pool) t.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
 }
 
 // Days and cost implied by a step time (the definitions of estimate_plan).

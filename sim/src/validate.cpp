@@ -1,7 +1,8 @@
 #include "trainsim/sim/validate.hpp"
 
-#include "trainsim/sim/estimate.hpp"
 #include "trainsim/model/layout.hpp"
+#include "trainsim/sim/estimate.hpp"
+#include "trainsim/sim/parallel_for.hpp"
 
 #include <fmt/format.h>
 
@@ -56,8 +57,7 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     if (row.recompute_blank) {
         policies = {model::Recompute::none, model::Recompute::selective, model::Recompute::full};
         // A framework whose default is a stronger policy starts there.
-        policies.erase(policies.begin(),
-                       std::find(policies.begin(), policies.end(), row.plan.parallel.recompute));
+        policies.erase(policies.begin(), std::find(policies.begin(), policies.end(), row.plan.parallel.recompute));
     }
     double best_tps = -1;
     for (auto rc : policies) {
@@ -73,12 +73,13 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
                 best = p;
             }
         }
-        if (best_tps > 0) break;  // the cheapest policy that fits wins; stronger ones only cost time
+        if (best_tps > 0) break; // the cheapest policy that fits wins; stronger ones only cost time
     }
     if (row.micro_batch_blank)
-        choices.push_back(fmt::format("micro_batch={} (blank: the best-throughput size that fits, as the benchmark was "
-                                      "tuned{})",
-                                      best.training.micro_batch, best_tps < 0 ? "; none fits, kept 1" : ""));
+        choices.push_back(
+            fmt::format("micro_batch={} (blank: the best-throughput size that fits, as the benchmark was "
+                        "tuned{})",
+                        best.training.micro_batch, best_tps < 0 ? "; none fits, kept 1" : ""));
     if (row.recompute_blank)
         choices.push_back(fmt::format("recompute={} (blank: the cheapest policy that fits{})",
                                       model::to_string(best.parallel.recompute),
@@ -86,64 +87,53 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     return best;
 }
 
-ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind, unsigned threads) {
+ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind,
+                               unsigned threads) {
     ValidationReport rep;
     rep.rows.resize(rows.size());
-    std::atomic<std::size_t> next{0};
-    std::vector<std::exception_ptr> errors(std::max(1u, threads));
-    auto worker = [&](unsigned w) {
-        try {
-            for (std::size_t i = next++; i < rows.size(); i = next++) {
-                const auto& row = rows[i];
-                RowResult& r = rep.rows[i];
-                r.id = row.id;
-                r.measured = row.measured_tokens_per_s_per_gpu;
-                r.gpu = row.gpu;
-                r.precision = model::to_string(row.plan.precision);
-                r.source_group = row.source_group;
-                r.kind = row.kind;
-                r.choices = row.choices;
-                if (!row.skip_reason.empty()) {
-                    r.status = "skipped";
-                    r.reason = row.skip_reason;
-                    continue;
-                }
-                if (!kind.empty() && row.kind != kind) {
-                    r.status = "skipped";
-                    r.reason = fmt::format("kind '{}' not selected (--kind {})", row.kind, kind);
-                    continue;
-                }
-                if (row.kind == "end_to_end") {
-                    r.status = "skipped";
-                    r.reason = "end-to-end totals include failures and restarts, which the run model does not yet "
-                               "estimate (plans-and-budgets issue)";
-                    continue;
-                }
-                // Memory is reported but not enforced: a measured run fits by definition, so a
-                // "does not fit" verdict flags a memory-model error while the row is still compared.
-                const model::Plan plan = tune_blank_cells(row, r.choices);
-                auto e = estimate_plan(plan, {}, /*simulate_even_if_too_big=*/true);
-                r.predicted = e.tokens_per_s_per_gpu;
-                r.error_pct = (r.predicted - r.measured) / r.measured * 100.0;
-                if (!e.fits) {
-                    r.status = "does_not_fit";
-                    r.reason = fmt::format("memory model says {:.1f} GiB > {:.1f} GiB on stage {} although the run "
-                                           "was measured: a memory-model error",
-                                           model::to_gib(e.memory.total()), model::to_gib(e.capacity), e.memory.stage);
-                } else {
-                    r.status = "ok";
-                }
-            }
-        } catch (...) {
-            errors[w] = std::current_exception();
+    parallel_for(rows.size(), threads, [&](std::size_t i) {
+        const auto& row = rows[i];
+        RowResult& r = rep.rows[i];
+        r.id = row.id;
+        r.measured = row.measured_tokens_per_s_per_gpu;
+        r.gpu = row.gpu;
+        r.precision = model::to_string(row.plan.precision);
+        r.source_group = row.source_group;
+        r.kind = row.kind;
+        r.choices = row.choices;
+        if (!row.skip_reason.empty()) {
+            r.status = "skipped";
+            r.reason = row.skip_reason;
+            return;
         }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned w = 1; w < threads; ++w) pool.emplace_back(worker, w);
-    worker(0);
-    for (auto& t : pool) t.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+        if (!kind.empty() && row.kind != kind) {
+            r.status = "skipped";
+            r.reason = fmt::format("kind '{}' not selected (--kind {})", row.kind, kind);
+            return;
+        }
+        if (row.kind == "end_to_end") {
+            r.status = "skipped";
+            r.reason =
+                "end-to-end totals include failures and restarts, which the run model does not yet "
+                "estimate (plans-and-budgets issue)";
+            return;
+        }
+        // Memory is reported but not enforced: a measured run fits by definition, so a
+        // "does not fit" verdict flags a memory-model error while the row is still compared.
+        const model::Plan plan = tune_blank_cells(row, r.choices);
+        auto e = estimate_plan(plan, {}, /*simulate_even_if_too_big=*/true);
+        r.predicted = e.tokens_per_s_per_gpu;
+        r.error_pct = (r.predicted - r.measured) / r.measured * 100.0;
+        if (!e.fits) {
+            r.status = "does_not_fit";
+            r.reason = fmt::format(
+                "memory model says {:.1f} GiB > {:.1f} GiB on stage {} although the run "
+                "was measured: a memory-model error",
+                model::to_gib(e.memory.total()), model::to_gib(e.capacity), e.memory.stage);
+        } else {
+            r.status = "ok";
+        }
+    });
 
     std::vector<double> all;
     std::map<std::string, std::vector<double>> gp, sg, kd;
@@ -167,16 +157,23 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
 
 namespace {
 nlohmann::json stats_json(const ErrorStats& s) {
-    return {{"n", s.n}, {"mape_pct", s.mape}, {"median_abs_pct", s.median}, {"p90_abs_pct", s.p90},
-            {"max_abs_pct", s.max}, {"bias_pct", s.bias}};
+    return {{"n", s.n},
+            {"mape_pct", s.mape},
+            {"median_abs_pct", s.median},
+            {"p90_abs_pct", s.p90},
+            {"max_abs_pct", s.max},
+            {"bias_pct", s.bias}};
 }
 } // namespace
 
 nlohmann::json report_json(const ValidationReport& r) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& x : r.rows) {
-        nlohmann::json j{{"id", x.id}, {"status", x.status}, {"measured_tokens_per_s_per_gpu", x.measured},
-                         {"reason", x.reason}, {"choices", x.choices}};
+        nlohmann::json j{{"id", x.id},
+                         {"status", x.status},
+                         {"measured_tokens_per_s_per_gpu", x.measured},
+                         {"reason", x.reason},
+                         {"choices", x.choices}};
         if (x.status == "skipped") {
             j["predicted_tokens_per_s_per_gpu"] = nullptr;
             j["error_pct"] = nullptr;
@@ -211,8 +208,9 @@ std::string report_text(const ValidationReport& r, bool verbose) {
             for (const auto& c : x.choices) s += fmt::format("{:>7}chose {}\n", "", c);
     }
     auto line = [](const std::string& name, const ErrorStats& st) {
-        return fmt::format("  {:<34} n={:<3} MAPE {:5.1f}%  median {:5.1f}%  p90 {:5.1f}%  max {:5.1f}%  bias {:+5.1f}%\n",
-                           name, st.n, st.mape, st.median, st.p90, st.max, st.bias);
+        return fmt::format(
+            "  {:<34} n={:<3} MAPE {:5.1f}%  median {:5.1f}%  p90 {:5.1f}%  max {:5.1f}%  bias {:+5.1f}%\n", name, st.n,
+            st.mape, st.median, st.p90, st.max, st.bias);
     };
     s += "\nsummary (|predicted - measured| / measured, tokens/s/GPU):\n";
     s += line("overall", r.overall);

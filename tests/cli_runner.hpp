@@ -1,0 +1,33 @@
+// Runs the built trainsim executable as a user would (for CLI contract tests).
+#pragma once
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <sys/wait.h>
+
+namespace trainsim::test {
+
+struct CliRun {
+    int rc = -1;        // exit status (-1: killed by a signal)
+    std::string out;    // standard output (standard error is discarded)
+};
+
+// `args` follow the executable, shell-quoted by the caller; TRAINSIM_DATA_DIR points at the
+// shipped scenarios/ data.
+inline CliRun run_trainsim(const std::string& args) {
+    const std::string cmd = std::string("TRAINSIM_DATA_DIR='") + TRAINSIM_TEST_DATA_DIR + "' '" + TRAINSIM_EXE + "' " +
+                            args + " 2>/dev/null";
+    CliRun r;
+    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+    if (!pipe) throw std::runtime_error("cannot start: " + cmd);
+    std::array<char, 4096> buf{};
+    while (std::fgets(buf.data(), buf.size(), pipe.get()) != nullptr) r.out += buf.data();
+    const int status = pclose(pipe.release());
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+} // namespace trainsim::test
