@@ -103,10 +103,20 @@ TEST_CASE("CPU backend end to end: measure, fit, load the profile, simulate with
     CHECK(g.efficiency > 0);
     CHECK(g.efficiency < 0.01);  // a CPU core against an H100's BF16 peak
     CHECK(r.report.collectives.size() == 5);  // every op at group size 2
+    // Thread collectives on a loaded 2-core machine are noisy at the tiny plan's sizes: a fit whose
+    // time does not grow with size writes no curve and says so; most of them must fit.
+    std::size_t curves = 0;
     for (const auto& c : r.report.collectives) {
         CHECK(c.quality.points == 3);
-        CHECK(c.busbw > 0);
+        if (c.busbw > 0) {
+            ++curves;
+            continue;
+        }
+        CHECK(std::any_of(r.report.notes.begin(), r.report.notes.end(), [&](const std::string& n) {
+            return n.rfind(c.op + " over ", 0) == 0 && n.find("no curve written") != std::string::npos;
+        }));
     }
+    CHECK(curves >= 3);
     CHECK(std::any_of(r.report.memory.begin(), r.report.memory.end(),
                       [](const MemoryFit& m) { return m.kernel == "all" && m.quality.points == 12; }));
     CHECK(r.report.attention.size() == 2);
@@ -120,7 +130,7 @@ TEST_CASE("CPU backend end to end: measure, fit, load the profile, simulate with
     const model::HardwareProfile loaded = model::load_profile(profile_file);
     CHECK(loaded.provenance == model::Provenance::calibrated);
     CHECK(loaded.gemm_table.size() == r.profile.gemm_table.size());
-    CHECK(loaded.collectives.size() == 5);
+    CHECK(loaded.collectives.size() == curves);
 
     // The simulator takes the measured GEMM times from the table for the shapes it measured.
     const sim::ComputeCost cost(loaded);
