@@ -180,7 +180,6 @@ private:
             r.end.assign(prog.ops.size(), Time());
             r.completed.assign(prog.ops.size(), false);
             r.proto_busy.assign(g_.protos.size(), Time());
-            slot_of_.emplace(r.id, static_cast<int>(ranks_.size()));
             ranks_.push_back(std::move(r));
         };
         if (opt_.all_ranks) {
@@ -510,7 +509,6 @@ private:
     std::vector<std::uint8_t> proto_domain_;  // link domain of each collective proto
     std::vector<StageStatic> stages_;
     std::vector<RankState> ranks_;
-    std::unordered_map<int, int> slot_of_;
     std::unordered_map<std::uint64_t, PendingCollective> collectives_;
     std::unordered_map<std::uint64_t, PendingP2P> p2p_;
 };
