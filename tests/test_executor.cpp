@@ -1,5 +1,6 @@
 // The step executor: sequencing, symmetric-rank reduction, pipeline bubbles and stuck runs.
 #include "fixtures.hpp"
+#include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
 #include "trainsim/sim/estimate.hpp"
 #include "trainsim/model/workload.hpp"
@@ -77,6 +78,7 @@ TEST_CASE("symmetric ranks simulated once equal the full simulation", "[executor
         {2, 1, 2, 1, 2, model::Sharding::dist_opt, model::Recompute::none, true},
         {1, 2, 2, 1, 1, model::Sharding::zero1, model::Recompute::full, false},
         {1, 1, 8, 1, 1, model::Sharding::hsdp, model::Recompute::none, false},
+        {2, 2, 2, 1, 1, model::Sharding::dist_opt, model::Recompute::none, false},  // with order pp-tp-cp-dp
     };
     for (const auto& c : cases) {
         auto plan = test::small_plan(c.tp, c.pp, c.dp, 16, 1);
@@ -85,6 +87,7 @@ TEST_CASE("symmetric ranks simulated once equal the full simulation", "[executor
         plan.parallel.sharding = c.sharding;
         plan.parallel.recompute = c.recompute;
         plan.parallel.tp_comm_overlap = c.tp_overlap;
+        if (&c == &cases.back()) plan.parallel.order = model::RankOrder::pp_tp_cp_dp;
         const int gpus = c.tp * c.pp * c.dp * c.cp;
         plan.cluster.gpus_per_node = std::min(gpus, 4);  // several nodes so inter-node paths are used
         plan.cluster.nodes = gpus / plan.cluster.gpus_per_node;
@@ -183,4 +186,36 @@ cluster: {gpu: h100-sxm, nodes: 64, gpus_per_node: 8, nodes_per_leaf: 2)";
     CHECK(b.step->breakdown.tp_exposed == a.step->breakdown.tp_exposed);
     // Below 1 is not a fat tree: a load error naming the key.
     CHECK_THROWS_AS(model::load_scenario_text(base + ", oversubscription: 0.5}\n", "bad.yaml", opts), model::ScenarioError);
+}
+
+TEST_CASE("the rank order decides which groups share a node", "[executor][network]") {
+    // Megatron's tp-cp-dp-pp puts TP inside the node; cp-dp-tp-pp strides TP across nodes.
+    const auto tp_default = model::rank_strides(model::Parallel{});
+    CHECK(tp_default.tp == 1);
+    model::Parallel p;
+    p.tp = 8;
+    p.cp = 2;
+    p.dp = 4;
+    p.pp = 2;
+    p.order = model::RankOrder::cp_dp_tp_pp;
+    const auto s = model::rank_strides(p);
+    CHECK(s.cp == 1);
+    CHECK(s.dp == 2);  // CP inside DP
+    CHECK(s.tp == 8);  // after the CP x DP block of 2 x 4
+    CHECK(s.pp == 64);
+    p.order = model::RankOrder::tp_pp_cp_dp;
+    const auto q = model::rank_strides(p);
+    CHECK(q.tp == 1);
+    CHECK(q.pp == 8);
+    CHECK(q.cp == 16);
+    CHECK(q.dp == 32);
+
+    auto plan = test::small_plan(8, 1, 2, 16, 1);
+    plan.cluster.gpus_per_node = 8;
+    plan.cluster.nodes = 2;
+    const auto inside = run(plan);
+    plan.parallel.order = model::RankOrder::cp_dp_tp_pp;  // TP across the two nodes
+    const auto across = run(plan);
+    CHECK(across.breakdown.tp_exposed.seconds() > 1.5 * inside.breakdown.tp_exposed.seconds());
+    CHECK(across.step_time > inside.step_time);
 }

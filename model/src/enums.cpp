@@ -80,6 +80,18 @@ std::string to_string(AttentionImpl v) {
     return "?";
 }
 
+std::string to_string(RankOrder v) {
+    switch (v) {
+    case RankOrder::tp_cp_dp_pp: return "tp-cp-dp-pp";
+    case RankOrder::tp_pp_cp_dp: return "tp-pp-cp-dp";
+    case RankOrder::cp_dp_tp_pp: return "cp-dp-tp-pp";
+    case RankOrder::cp_dp_pp_tp: return "cp-dp-pp-tp";
+    case RankOrder::pp_tp_cp_dp: return "pp-tp-cp-dp";
+    case RankOrder::pp_cp_dp_tp: return "pp-cp-dp-tp";
+    }
+    return "?";
+}
+
 std::string Diagnostic::format() const {
     std::string loc = file;
     if (line > 0) loc += fmt::format(":{}:{}", line, col);

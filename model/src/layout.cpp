@@ -2,7 +2,43 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 namespace trainsim::model {
+
+RankStrides rank_strides(const Parallel& p) {
+    // Blocks from innermost to outermost; the CP x DP block keeps CP inside DP.
+    enum Block { kTp, kCpDp, kPp };
+    std::array<Block, 3> blocks{kTp, kCpDp, kPp};
+    switch (p.order) {
+    case RankOrder::tp_cp_dp_pp: blocks = {kTp, kCpDp, kPp}; break;
+    case RankOrder::tp_pp_cp_dp: blocks = {kTp, kPp, kCpDp}; break;
+    case RankOrder::cp_dp_tp_pp: blocks = {kCpDp, kTp, kPp}; break;
+    case RankOrder::cp_dp_pp_tp: blocks = {kCpDp, kPp, kTp}; break;
+    case RankOrder::pp_tp_cp_dp: blocks = {kPp, kTp, kCpDp}; break;
+    case RankOrder::pp_cp_dp_tp: blocks = {kPp, kCpDp, kTp}; break;
+    }
+    RankStrides s;
+    int stride = 1;
+    for (Block b : blocks) {
+        switch (b) {
+        case kTp:
+            s.tp = stride;
+            stride *= p.tp;
+            break;
+        case kCpDp:
+            s.cp = stride;
+            s.dp = stride * p.cp;
+            stride *= p.cp * p.dp;
+            break;
+        case kPp:
+            s.pp = stride;
+            stride *= p.pp;
+            break;
+        }
+    }
+    return s;
+}
 
 int derive_dp(int num_gpus, int tp, int pp, int cp) {
     const int mp = tp * pp * cp;

@@ -227,6 +227,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
                                    [](B& b) -> AttentionImpl& { return b.plan.parallel.attention; }),
         bool_key<B>("parallel.dropout", [](B& b) -> bool& { return b.plan.parallel.dropout; }),
         bool_key<B>("parallel.fused_optimizer", [](B& b) -> bool& { return b.plan.parallel.fused_optimizer; }),
+        enum_key<B, RankOrder>("parallel.order", [](B& b) -> RankOrder& { return b.plan.parallel.order; }),
         int_key<B>("parallel.fsdp_gathers_per_layer", 1,
                    [](B& b) -> int& { return b.plan.parallel.fsdp_gathers_per_layer; }),
         enum_key<B, Precision>("precision", [](B& b) -> Precision& { return b.plan.precision; }),

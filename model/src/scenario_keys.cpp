@@ -108,6 +108,8 @@ std::vector<KeySpec> make_table() {
                "unfused (batched GEMMs + softmax over s x s scores, Megatron before 2023)"),
         key("parallel.dropout", "bool", "", "false",
             "Dropout after attention / MLP and on the attention scores (GPT-era recipes)"),
+        one_of("parallel.order", spellings<RankOrder>(6), "tp-cp-dp-pp",
+               "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",
             "Adam as one fused kernel (Apex / TE / DeepSpeed) rather than PyTorch's multi-pass foreach update"),
         key("parallel.fsdp_gathers_per_layer", "int", "collectives", "1",

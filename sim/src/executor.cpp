@@ -1,6 +1,7 @@
 #include "trainsim/sim/executor.hpp"
 
 #include "trainsim/sim/engine.hpp"
+#include "trainsim/model/layout.hpp"
 
 #include <fmt/format.h>
 
@@ -81,6 +82,7 @@ public:
              const AnalyticNetwork& network, const ExecOptions& opt)
         : plan_(plan), g_(graph), net_(network), opt_(opt) {
         slowdown_rate_ = 1.0 / (1.0 + plan.hardware.comm_compute_slowdown);
+        strides_ = model::rank_strides(plan.parallel);
         // Costs per proto, computed once.
         proto_time_.resize(g_.protos.size());
         proto_domain_.assign(g_.protos.size(), 0);
@@ -172,7 +174,7 @@ private:
             r.cp_i = cp_i;
             r.dp_i = dp_i;
             r.stage = stage;
-            r.id = tp_i + tp * (cp_i + cp * (dp_i + dp * stage));
+            r.id = tp_i * strides_.tp + cp_i * strides_.cp + dp_i * strides_.dp + stage * strides_.pp;
             const auto& prog = g_.stages[static_cast<std::size_t>(stage)];
             r.deps_left.resize(prog.ops.size());
             for (std::size_t i = 0; i < prog.ops.size(); ++i) r.deps_left[i] = prog.ops[i].dep_count;
@@ -343,7 +345,7 @@ private:
     void post_p2p(int slot, std::uint32_t op, bool is_send) {
         auto& r = ranks_[static_cast<std::size_t>(slot)];
         const auto& o = prog_of(r).ops[op];
-        const int peer_id = r.tp_i + g_.tp * (r.cp_i + g_.cp * (r.dp_i + g_.dp * o.peer_stage));
+        const int peer_id = r.tp_i * strides_.tp + r.cp_i * strides_.cp + r.dp_i * strides_.dp + o.peer_stage * strides_.pp;
         const int peer_global = opt_.all_ranks ? peer_id : o.peer_stage;
         const int self_global = opt_.all_ranks ? r.id : r.stage;
         const int src = is_send ? self_global : peer_global;
@@ -505,6 +507,7 @@ private:
     ExecOptions opt_;
     double slowdown_rate_ = 1.0;
     Engine engine_;
+    model::RankStrides strides_;
     std::vector<Time> proto_time_;
     std::vector<std::uint8_t> proto_domain_;  // link domain of each collective proto
     std::vector<StageStatic> stages_;

@@ -1,5 +1,7 @@
 #include "trainsim/sim/network.hpp"
 
+#include "trainsim/model/layout.hpp"
+
 #include <algorithm>
 
 namespace trainsim::sim {
@@ -25,13 +27,14 @@ GroupPlacement place_group(int stride, int size, int gpus_per_node) {
 GroupPlacement placement_of(Group group, const model::Plan& plan, int hsdp_shard) {
     const auto& p = plan.parallel;
     const int gpn = plan.cluster.gpus_per_node;
+    const auto st = model::rank_strides(p);
     switch (group) {
-    case Group::tp: return place_group(1, p.tp, gpn);
-    case Group::cp: return place_group(p.tp, p.cp, gpn);
-    case Group::dp_cp: return place_group(p.tp, p.cp * p.dp, gpn);
-    case Group::dp_shard: return place_group(p.tp, hsdp_shard, gpn);
-    case Group::dp_replica: return place_group(p.tp * hsdp_shard, p.cp * p.dp / hsdp_shard, gpn);
-    case Group::pp: return place_group(p.tp * p.cp * p.dp, p.pp, gpn);
+    case Group::tp: return place_group(st.tp, p.tp, gpn);
+    case Group::cp: return place_group(st.cp, p.cp, gpn);
+    case Group::dp_cp: return place_group(st.cp, p.cp * p.dp, gpn);
+    case Group::dp_shard: return place_group(st.cp, hsdp_shard, gpn);
+    case Group::dp_replica: return place_group(st.cp * hsdp_shard, p.cp * p.dp / hsdp_shard, gpn);
+    case Group::pp: return place_group(st.pp, p.pp, gpn);
     }
     return {};
 }

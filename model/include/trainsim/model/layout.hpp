@@ -20,6 +20,13 @@ struct LayoutProblem {
 // sequence parallelism only with tp > 1, pp > 1 with ZeRO-2/3/FSDP refused (as in Megatron/DeepSpeed).
 [[nodiscard]] std::vector<LayoutProblem> check_layout(const Plan& plan);
 
+// Distance between consecutive members of each parallel dimension in the global rank order
+// (rank = tp_i*tp + cp_i*cp + dp_i*dp + stage*pp, with these strides); node = rank / gpus_per_node.
+struct RankStrides {
+    int tp = 1, cp = 1, dp = 1, pp = 1;
+};
+[[nodiscard]] RankStrides rank_strides(const Parallel& p);
+
 // dp implied by the GPU count and the other degrees (0 if they do not divide it).
 [[nodiscard]] int derive_dp(int num_gpus, int tp, int pp, int cp);
 

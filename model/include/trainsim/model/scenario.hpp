@@ -23,6 +23,10 @@ enum class Commitment { on_demand, monthly, quarterly, annual };
 //   unfused — batched QK^T and PV GEMMs around a separate softmax kernel that writes the s x s
 //             scores to memory (Megatron-LM 2021/2022 before flash attention).
 enum class AttentionImpl { flash, triton, unfused };
+// How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
+// context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
+// tp-cp-dp-pp: TP inside a node, then CP and DP, pipeline stages outermost.
+enum class RankOrder { tp_cp_dp_pp, tp_pp_cp_dp, cp_dp_tp_pp, cp_dp_pp_tp, pp_tp_cp_dp, pp_cp_dp_tp };
 
 // A dense decoder-only transformer.
 struct ModelArch {
@@ -67,6 +71,7 @@ struct Parallel {
     // ZeRO-3 / FSDP: all-gathers issued per layer (1 = the layer's parameters flattened into one
     // collective, as PyTorch FSDP does; DeepSpeed 2021 gathered each parameter tensor on its own).
     int fsdp_gathers_per_layer = 1;
+    RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.
     bool fused_optimizer = true;
@@ -125,5 +130,6 @@ struct Scenario {
 [[nodiscard]] std::string to_string(PriceBasis v);
 [[nodiscard]] std::string to_string(Commitment v);
 [[nodiscard]] std::string to_string(AttentionImpl v);
+[[nodiscard]] std::string to_string(RankOrder v);
 
 } // namespace trainsim::model
