@@ -1,5 +1,6 @@
 // Speed of the layout search (Google Benchmark). Targets of the plans-and-budgets issue on the
 // 2-core development machine: Llama-2-70B on 64 H100 in under 10 s, on 1024 H100 in under 60 s.
+#include "bench_support.hpp"
 #include "trainsim/model/loader.hpp"
 #include "trainsim/sim/plan_search.hpp"
 
@@ -9,12 +10,7 @@
 
 namespace {
 
-trainsim::model::Plan load_bench_plan(const char* file) {
-    trainsim::model::LoadOptions opts;
-    const char* env = std::getenv("TRAINSIM_DATA_DIR");
-    opts.data_dir = env != nullptr ? env : TRAINSIM_DATA_DIR_DEFAULT;
-    return trainsim::model::load_scenario(std::string(TRAINSIM_BENCH_DIR) + "/" + file, opts).plans.front();
-}
+using trainsim::bench::load_bench_plan;
 
 void search(benchmark::State& state, int gpus) {
     const auto plan = load_bench_plan("llama2-70b-1024xh100.yaml");

@@ -1,5 +1,6 @@
 // Simulation speed of one training step (Google Benchmark). Target of the core issue:
 // Llama-2-70B on 1024 H100 (tp8 pp8 dp16, 64 micro-batches) in under 200 ms on one core.
+#include "bench_support.hpp"
 #include "trainsim/model/loader.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/compute_cost.hpp"
@@ -13,12 +14,7 @@
 
 namespace {
 
-trainsim::model::Plan load_bench_plan(const char* file) {
-    trainsim::model::LoadOptions opts;
-    const char* env = std::getenv("TRAINSIM_DATA_DIR");
-    opts.data_dir = env != nullptr ? env : TRAINSIM_DATA_DIR_DEFAULT;
-    return trainsim::model::load_scenario(std::string(TRAINSIM_BENCH_DIR) + "/" + file, opts).plans.front();
-}
+using trainsim::bench::load_bench_plan;
 
 // Whole plan evaluation: build the workload, cost it, run the engine.
 void BM_Llama70B_1024xH100_Step(benchmark::State& state) {

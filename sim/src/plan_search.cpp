@@ -140,30 +140,8 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
 
 namespace {
 
-// Largest per-stage sum of nominal compute-kernel times for the plan as given.
-double compute_stream_bound_s(const model::Plan& plan) {
-    const auto graph = model::build_workload(plan);
-    const ComputeCost compute(plan.hardware);
-    std::vector<double> proto_s(graph.protos.size(), 0.0);
-    for (std::size_t i = 1; i < graph.protos.size(); ++i) {
-        const auto k = graph.protos[i].kind;
-        if (k == model::OpKind::gemm || k == model::OpKind::attention_fwd || k == model::OpKind::attention_bwd ||
-            k == model::OpKind::memory)
-            proto_s[i] = compute.cost(graph.protos[i]).seconds();
-    }
-    std::vector<double> per_stage;
-    for (const auto& st : graph.stages) {
-        double sum = 0;
-        for (const auto& op : st.ops)
-            if (op.stream == model::Stream::compute) sum += proto_s[op.proto];
-        per_stage.push_back(sum);
-    }
-    return *std::max_element(per_stage.begin(), per_stage.end());
-}
-
-// Per-stage compute sums for a plan with the same layout but `microbatches` micro-batches.
-std::vector<double> stage_sums(model::Plan plan, int microbatches) {
-    plan.training.global_batch = microbatches * plan.training.micro_batch * plan.parallel.dp;
+// Per-stage sums of the nominal compute-kernel times of the plan as given.
+std::vector<double> stage_compute_sums(const model::Plan& plan) {
     const auto graph = model::build_workload(plan);
     const ComputeCost compute(plan.hardware);
     std::vector<double> proto_s(graph.protos.size(), 0.0);
@@ -181,6 +159,18 @@ std::vector<double> stage_sums(model::Plan plan, int microbatches) {
         out.push_back(sum);
     }
     return out;
+}
+
+// Largest per-stage sum of nominal compute-kernel times for the plan as given.
+double compute_stream_bound_s(const model::Plan& plan) {
+    const auto sums = stage_compute_sums(plan);
+    return *std::max_element(sums.begin(), sums.end());
+}
+
+// Per-stage compute sums for a plan with the same layout but `microbatches` micro-batches.
+std::vector<double> stage_sums(model::Plan plan, int microbatches) {
+    plan.training.global_batch = microbatches * plan.training.micro_batch * plan.parallel.dp;
+    return stage_compute_sums(plan);
 }
 
 } // namespace
