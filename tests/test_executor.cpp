@@ -217,3 +217,47 @@ TEST_CASE("the rank order decides which groups share a node", "[executor][networ
     CHECK(across.breakdown.tp_exposed.seconds() > 1.5 * inside.breakdown.tp_exposed.seconds());
     CHECK(across.step_time > inside.step_time);
 }
+
+TEST_CASE("ZeRO-3 collectives through the list API pay one copy kernel per rank", "[executor][sharding]") {
+    auto plan = test::small_plan(1, 1, 8, 8, 1);
+    plan.parallel.sharding = model::Sharding::zero3;
+    plan.parallel.fsdp_gathers_per_layer = 4;
+    const auto flat = run(plan);
+    plan.parallel.list_collectives = true;
+    const auto g = model::build_workload(plan);
+    const sim::ComputeCost cc(plan.hardware);
+    int lists = 0;
+    Time copies;  // every list collective's copies, as if none overlapped anything
+    for (const auto& op : g.stages[0].ops) {
+        const auto& p = g.protos[op.proto];
+        if (p.name != "fsdp_ag" && p.name != "fsdp_rs") continue;
+        ++lists;
+        CHECK(p.copy_slices == 8);
+        // 8 copy kernels (4 us each in the test profile) moving the buffer once: read + write
+        // at 0.8 x 3 TB/s.
+        const double expected = 8 * 4e-6 + 2.0 * p.bytes.value() / (0.8 * 3e12);
+        CHECK(cc.slice_copies(p).seconds() == Approx(expected).epsilon(1e-6));  // whole picoseconds
+        copies += cc.slice_copies(p);
+    }
+    CHECK(lists > 0);
+    const auto listed = run(plan);
+    CHECK(listed.step_time > flat.step_time);
+    CHECK(listed.step_time <= flat.step_time + copies);
+}
+
+TEST_CASE("a ZeRO-3 prefetch bucket smaller than one gather is no prefetch at all", "[executor][sharding]") {
+    auto plan = test::small_plan(1, 1, 8, 8, 1);
+    plan.parallel.sharding = model::Sharding::zero3;
+    plan.parallel.fsdp_gathers_per_layer = 4;
+    plan.cluster.gpus_per_node = 4;  // two nodes: gathers slow enough to show
+    plan.cluster.nodes = 2;
+    plan.cluster.nics_per_node = 1;
+    const auto whole_layer = run(plan);
+    plan.parallel.fsdp_prefetch_bucket_params = 1;
+    const auto tiny_bucket = run(plan);
+    plan.parallel.fsdp_prefetch_bucket_params = 0;
+    plan.parallel.fsdp_prefetch = false;
+    const auto none = run(plan);
+    CHECK(tiny_bucket.step_time == none.step_time);
+    CHECK(whole_layer.step_time < none.step_time);
+}

@@ -670,6 +670,8 @@ parallel:
   tp_comm_overlap: true
   fsdp_prefetch: false
   dp_bucket_params: 20M
+  fsdp_prefetch_bucket_params: 50M
+  list_collectives: true
 precision: fp8
 cluster:
   gpu: gpu-fp8
@@ -700,6 +702,8 @@ pricing:
     CHECK(p.parallel.tp_comm_overlap);
     CHECK_FALSE(p.parallel.fsdp_prefetch);
     CHECK(p.parallel.dp_bucket_params == 20e6);
+    CHECK(p.parallel.fsdp_prefetch_bucket_params == 50e6);
+    CHECK(p.parallel.list_collectives);
     CHECK(p.precision == Precision::fp8);
     CHECK(p.cluster.intra == IntraFabric::pcie);
     CHECK(p.cluster.inter == InterFabric::roce);

@@ -140,4 +140,14 @@ TEST_CASE("weights and optimizer state follow the per-sharding bytes per paramet
     plan.parallel.sharding = Sharding::zero2;
     const auto z2 = stage_memory(plan, 0);
     CHECK((z2.weights + z2.gradients + z2.optimizer).value() == Approx((2.0 + 14.0 / 8) * P));
+    // ZeRO-3: the 16-bit shard plus the layer in use and what is prefetched of the next one
+    // (the whole next layer, or at most the prefetch bucket).
+    plan.parallel.sharding = Sharding::zero3;
+    const auto z3 = stage_memory(plan, 0);
+    const double unit = (z3.weights.value() - 2.0 * P / 8) / 4.0;
+    CHECK(unit > 0);
+    plan.parallel.fsdp_prefetch_bucket_params = unit / 4;
+    CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * (unit + unit / 4)));
+    plan.parallel.fsdp_prefetch = false;
+    CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * unit));
 }

@@ -97,9 +97,12 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     case Sharding::zero3:
     case Sharding::fsdp:
     case Sharding::hsdp:
-        // Shards plus the gathered working copies: the unit in use and the one prefetched,
+        // Shards plus the gathered working copies: the unit in use and what is prefetched of the next,
         // with their unsharded gradients before the reduce-scatter.
-        mb.weights = Bytes(2.0 * local / shard + 2.0 * unit * (p.fsdp_prefetch ? 2.0 : 1.0));
+        const double ahead = !p.fsdp_prefetch ? 0.0
+                            : p.fsdp_prefetch_bucket_params > 0 ? std::min(unit, p.fsdp_prefetch_bucket_params)
+                                                                : unit;
+        mb.weights = Bytes(2.0 * local / shard + 2.0 * (unit + ahead));
         mb.gradients = Bytes(2.0 * local / shard + 2.0 * unit);
         mb.optimizer = Bytes(12.0 * local / shard);
         break;

@@ -114,6 +114,11 @@ std::vector<KeySpec> make_table() {
             "Adam as one fused kernel (Apex / TE / DeepSpeed) rather than PyTorch's multi-pass foreach update"),
         key("parallel.fsdp_gathers_per_layer", "int", "collectives", "1",
             "ZeRO-3 / FSDP all-gathers per layer (1: flattened, as PyTorch FSDP; one per tensor in DeepSpeed 2021)"),
+        key("parallel.fsdp_prefetch_bucket_params", "count", "parameters", "0",
+            "ZeRO-3 / FSDP parameters of the next layer gathered ahead (0: the whole layer, as PyTorch FSDP; "
+            "DeepSpeed stage3_prefetch_bucket_size 5e7)"),
+        key("parallel.list_collectives", "bool", "", "false",
+            "ZeRO-3 / FSDP collectives through PyTorch's list API: one copy kernel per rank (DeepSpeed on PyTorch < 1.10)"),
         // --- precision ---
         one_of("precision", spellings<Precision>(3), "bf16",
                "Precision of the GEMMs (fp8: E4M3 forward, E5M2 gradients)"),

@@ -50,8 +50,16 @@ FrameworkProfile framework_profile(const std::string& fw) {
         // parameter tensor (coalesced gathers came in 0.6): 12 per GPT layer (QKV, projection,
         // FC1, FC2 weights and biases, two LayerNorm weights and biases).
         f.fsdp_gathers_per_layer = 12;
-        f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm and parameter prefetch on, one all-gather per "
-                "parameter tensor (12 per layer), unfused attention, dropout 0.1";
+        // Prefetch stops at stage3_prefetch_bucket_size parameters (DeepSpeed default 5e7, the
+        // ZERO_OPTIMIZATION_PREFETCH_BUCKET_SIZE_DEFAULT of deepspeed/runtime/zero/constants.py).
+        f.fsdp_prefetch_bucket_params = 5e7;
+        // partition_parameters.py gathered into a list of per-rank views of the flat buffer with
+        // torch.distributed.all_gather (the flat _all_gather_base came with PyTorch 1.10); the
+        // reduce-scatter of gradients likewise took a list of per-rank partitions.
+        f.list_collectives = true;
+        f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm, prefetch up to 5e7 parameters, one all-gather "
+                "per parameter tensor (12 per layer) through PyTorch's list API (a copy per rank), unfused "
+                "attention, dropout 0.1";
     } else if (fw.rfind("llm-foundry", 0) == 0) {
         // llm-foundry FSDP config: FULL_SHARD, PURE mixed precision (BF16 reduce),
         // forward_prefetch and backward_prefetch BACKWARD_PRE, limit_all_gathers.
@@ -257,6 +265,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.attention = fw.attention;
         par.dropout = fw.dropout;
         par.fsdp_gathers_per_layer = fw.fsdp_gathers_per_layer;
+        par.fsdp_prefetch_bucket_params = fw.fsdp_prefetch_bucket_params;
+        par.list_collectives = fw.list_collectives;
         par.fused_optimizer = fw.fused_optimizer;
         if (auto pr = enum_value<Precision>(cell("precision"),
                                             {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}}))

@@ -501,6 +501,10 @@ private:
     [[nodiscard]] bool per_layer_sharding() const {
         return p_.sharding == Sharding::zero3 || p_.sharding == Sharding::fsdp || p_.sharding == Sharding::hsdp;
     }
+    // ZeRO-3 / FSDP collectives through PyTorch's list API copy one slice per shard rank.
+    void mark_list_collective(ProtoId id) {
+        if (p_.list_collectives) g_.protos[id].copy_slices = shard_size();
+    }
     [[nodiscard]] Group shard_group() const { return p_.sharding == Sharding::hsdp ? Group::dp_shard : Group::dp_cp; }
     [[nodiscard]] int shard_size() const { return p_.sharding == Sharding::hsdp ? g_.hsdp_shard : p_.dp * p_.cp; }
     [[nodiscard]] double grad_bytes() const {
@@ -599,17 +603,30 @@ private:
 
         // FSDP / ZeRO-3 / HSDP per-unit gathers and reduce-scatters.
         const double shard = shard_size();
-        auto unit_gather = [&](int unit, int mb, int chunk, std::uint32_t after) -> std::uint32_t {
+        // `prefetched`: the op after which a prefetched gather may start (the unit two back);
+        // `current`: the op after which any gather may start (the previous unit). Without
+        // prefetch both are the previous unit.
+        auto unit_gather = [&](int unit, int mb, int chunk, std::uint32_t prefetched,
+                               std::uint32_t current) -> std::uint32_t {
             if (!per_layer_sharding() || shard <= 1) return kNone;
             // A layer's parameters arrive in fsdp_gathers_per_layer collectives (each paying the
             // ring latency); the embedding and the head are one tensor each.
             const int pieces = unit >= 0 ? std::max(1, p_.fsdp_gathers_per_layer) : 1;
-            const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(),
-                                          2.0 * unit_params(unit) / pieces);
-            std::uint32_t last = after;
+            const double piece_params = unit_params(unit) / pieces;
+            const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(), 2.0 * piece_params);
+            mark_list_collective(proto);
+            std::uint32_t last = kNone;
             for (int i = 0; i < pieces; ++i) {
-                last = last == kNone ? emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk)
-                                     : emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, {last});
+                // The prefetch budget covers the first pieces; the rest wait for the unit in use.
+                const bool ahead = p_.fsdp_prefetch && (p_.fsdp_prefetch_bucket_params <= 0 ||
+                                                        (i + 1) * piece_params <= p_.fsdp_prefetch_bucket_params);
+                const std::uint32_t gate = ahead ? prefetched : current;
+                const auto at = [&](std::initializer_list<std::uint32_t> deps) {
+                    return emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, deps);
+                };
+                if (last != kNone && gate != kNone && gate != last) last = at({last, gate});
+                else if (last != kNone) last = at({last});
+                else last = gate != kNone ? at({gate}) : at({});
             }
             return last;
         };
@@ -658,8 +675,7 @@ private:
                     if (per_layer_sharding()) {
                         // Prefetch: the gather for this unit may start once the unit two back has
                         // finished (one gathered unit ahead); without prefetch once the previous one has.
-                        const std::uint32_t after = p_.fsdp_prefetch ? prev2_done : prev_done;
-                        gdep = unit_gather(unit, mb, c, after);
+                        gdep = unit_gather(unit, mb, c, prev2_done, prev_done);
                     }
                     if (unit == kEmbedUnit) {
                         if (gdep != kNone) st.pending.push_back(gdep);
@@ -699,7 +715,7 @@ private:
                 std::uint32_t prev2_done = kNone, prev_done = kNone;
                 for (int unit : units) {
                     std::uint32_t gdep = kNone;
-                    if (per_layer_sharding()) gdep = unit_gather(unit, mb, c, p_.fsdp_prefetch ? prev2_done : prev_done);
+                    if (per_layer_sharding()) gdep = unit_gather(unit, mb, c, prev2_done, prev_done);
                     std::uint32_t done = kNone;
                     if (unit == kHeadUnit) {
                         if (gdep != kNone) st.pending.push_back(gdep);
@@ -768,6 +784,7 @@ private:
             if (shard > 1) {
                 const auto rs = collective("fsdp_rs", CollectiveOp::reduce_scatter, shard_group(),
                                            grad_bytes() * unit_params(unit));
+                mark_list_collective(rs);
                 dp_reduce_ops.push_back(emit(st, rs, Stream::dp_reduce, Category::dp_comm, mb, chunk, {done_op}));
             }
             const int replicas = p_.dp * p_.cp / g_.hsdp_shard;

@@ -130,6 +130,13 @@ Time ComputeCost::memory(Bytes bytes) const {
     return Time::from_seconds(bytes.value() / (hw_.hbm_bandwidth.value() * hw_.hbm_efficiency)) + hw_.kernel_overhead;
 }
 
+Time ComputeCost::slice_copies(const model::OpProto& op) const {
+    if (op.copy_slices <= 0) return Time();
+    const double bytes = 2.0 * op.bytes.value();
+    return Time::from_seconds(bytes / (hw_.hbm_bandwidth.value() * hw_.hbm_efficiency)) +
+           hw_.kernel_overhead * static_cast<std::int64_t>(op.copy_slices);
+}
+
 Time ComputeCost::cost(const model::OpProto& op) const {
     switch (op.kind) {
     case model::OpKind::gemm: return gemm(op.precision, op.m, op.n, op.k, op.batch, op.split_accumulate);

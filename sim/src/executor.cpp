@@ -92,7 +92,7 @@ public:
                 proto_time_[i] = compute.cost(p);
             } else if (p.kind == OpKind::collective) {
                 const auto placement = placement_of(p.group, plan_, g_.hsdp_shard);
-                proto_time_[i] = net_.collective(p.collective, placement, p.bytes).time;
+                proto_time_[i] = net_.collective(p.collective, placement, p.bytes).time + compute.slice_copies(p);
                 proto_domain_[i] = placement.nodes > 1 ? 1 : 0;
             }
         }

@@ -71,6 +71,13 @@ struct Parallel {
     // ZeRO-3 / FSDP: all-gathers issued per layer (1 = the layer's parameters flattened into one
     // collective, as PyTorch FSDP does; DeepSpeed 2021 gathered each parameter tensor on its own).
     int fsdp_gathers_per_layer = 1;
+    // ZeRO-3 / FSDP prefetch depth: parameters of the next layer gathered ahead of use
+    // (0: the whole next layer, as PyTorch FSDP's forward/backward prefetch does; DeepSpeed
+    // ZeRO-3 prefetches at most stage3_prefetch_bucket_size = 5e7 parameters).
+    double fsdp_prefetch_bucket_params = 0;
+    // ZeRO-3 / FSDP collectives through PyTorch's list API (one copy kernel per rank per
+    // collective; DeepSpeed 2021 on PyTorch 1.8) rather than flat all_gather_into_tensor.
+    bool list_collectives = false;
     RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.

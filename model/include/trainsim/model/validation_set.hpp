@@ -42,6 +42,8 @@ struct FrameworkProfile {
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;  // GPT-era recipes trained with dropout 0.1
     int fsdp_gathers_per_layer = 1;
+    double fsdp_prefetch_bucket_params = 0;
+    bool list_collectives = false;
     bool fused_optimizer = true;
     std::string why;  // the documentation of these choices
 };

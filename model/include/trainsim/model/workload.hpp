@@ -60,6 +60,10 @@ struct OpProto {
     Flops flops;  // arithmetic work (for FLOP accounting and rate reporting)
     CollectiveOp collective = CollectiveOp::all_reduce;
     Group group = Group::tp;
+    // A collective issued through PyTorch's list-of-tensors API (all_gather(list, t) /
+    // reduce_scatter(t, list), before the flat *_base variants of PyTorch 1.10): the NCCL buffer
+    // is copied out to (or in from) one tensor per rank, one copy kernel each. 0: a flat collective.
+    std::int32_t copy_slices = 0;
 };
 
 struct Op {
