@@ -672,6 +672,7 @@ parallel:
   dp_bucket_params: 20M
   fsdp_prefetch_bucket_params: 50M
   list_collectives: true
+  main_grads_fp32: false
 precision: fp8
 cluster:
   gpu: gpu-fp8
@@ -704,6 +705,7 @@ pricing:
     CHECK(p.parallel.dp_bucket_params == 20e6);
     CHECK(p.parallel.fsdp_prefetch_bucket_params == 50e6);
     CHECK(p.parallel.list_collectives);
+    CHECK_FALSE(p.parallel.main_grads_fp32);
     CHECK(p.precision == Precision::fp8);
     CHECK(p.cluster.intra == IntraFabric::pcie);
     CHECK(p.cluster.inter == InterFabric::roce);

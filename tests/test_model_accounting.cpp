@@ -137,6 +137,13 @@ TEST_CASE("weights and optimizer state follow the per-sharding bytes per paramet
     plan.parallel.sharding = Sharding::dist_opt;
     const auto dist = stage_memory(plan, 0);
     CHECK((dist.weights + dist.gradients + dist.optimizer).value() == Approx((6.0 + 12.0 / 8) * P));
+    CHECK(grad_bytes_per_param(plan) == 4.0);
+    // A 16-bit gradient sync (NeMo's distributed_fused_adam, grad_sync_dtype bf16): 2 B gradients.
+    plan.parallel.main_grads_fp32 = false;
+    const auto dist16 = stage_memory(plan, 0);
+    CHECK((dist16.weights + dist16.gradients + dist16.optimizer).value() == Approx((4.0 + 12.0 / 8) * P));
+    CHECK(grad_bytes_per_param(plan) == 2.0);
+    plan.parallel.main_grads_fp32 = true;
     plan.parallel.sharding = Sharding::zero2;
     const auto z2 = stage_memory(plan, 0);
     CHECK((z2.weights + z2.gradients + z2.optimizer).value() == Approx((2.0 + 14.0 / 8) * P));

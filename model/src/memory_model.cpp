@@ -52,6 +52,16 @@ bool per_layer_sharding(Sharding s) { return s == Sharding::zero3 || s == Shardi
 
 } // namespace
 
+double grad_bytes_per_param(const Plan& plan) {
+    // Megatron reduces FP32 main gradients with BF16 parameters (arguments.py forces
+    // accumulate_allreduce_grads_in_fp32 for --bf16; FP8 recipes keep BF16 parameters) and
+    // FP16 gradients with --fp16. DeepSpeed ZeRO and PyTorch FSDP mixed precision reduce in
+    // the 16-bit compute dtype, as does a 16-bit gradient sync (parallel.main_grads_fp32 false).
+    const auto& p = plan.parallel;
+    const bool megatron = p.sharding == Sharding::none || p.sharding == Sharding::dist_opt;
+    return megatron && p.main_grads_fp32 && plan.precision != Precision::fp16 ? 4.0 : 2.0;
+}
+
 MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     const auto& m = plan.model;
     const auto& p = plan.parallel;
@@ -73,15 +83,18 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
 
     // Bytes per parameter (Megatron-LM docs/distrib_optimizer.md table; ZeRO paper Sec. 3):
     // BF16 weights 2, gradients 4 (FP32 main grads, Megatron) or 2 (ZeRO/FSDP), FP32 master 4 + Adam 8.
+    // Megatron's main-gradient buffer is FP32 (also under --fp16: the optimizer copies to FP32
+    // main gradients); a 16-bit gradient sync (parallel.main_grads_fp32 false) halves it.
+    const double main_grad = p.main_grads_fp32 ? 4.0 : 2.0;
     switch (p.sharding) {
     case Sharding::none:
         mb.weights = Bytes(2.0 * local);
-        mb.gradients = Bytes(4.0 * local);
+        mb.gradients = Bytes(main_grad * local);
         mb.optimizer = Bytes(12.0 * local);
         break;
     case Sharding::dist_opt:
         mb.weights = Bytes(2.0 * local);
-        mb.gradients = Bytes(4.0 * local);
+        mb.gradients = Bytes(main_grad * local);
         mb.optimizer = Bytes(12.0 * local / dp_group);
         break;
     case Sharding::zero1:

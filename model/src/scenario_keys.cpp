@@ -119,6 +119,9 @@ std::vector<KeySpec> make_table() {
             "DeepSpeed stage3_prefetch_bucket_size 5e7)"),
         key("parallel.list_collectives", "bool", "", "false",
             "ZeRO-3 / FSDP collectives through PyTorch's list API: one copy kernel per rank (DeepSpeed on PyTorch < 1.10)"),
+        key("parallel.main_grads_fp32", "bool", "", "true",
+            "FP32 main-gradient buffer reduced in FP32 (Megatron); false: 16-bit gradients and sync (NeMo "
+            "distributed_fused_adam grad_sync_dtype bf16)"),
         // --- precision ---
         one_of("precision", spellings<Precision>(3), "bf16",
                "Precision of the GEMMs (fp8: E4M3 forward, E5M2 gradients)"),

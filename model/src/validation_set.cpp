@@ -75,7 +75,11 @@ FrameworkProfile framework_profile(const std::string& fw) {
         // NeMo performance recipes on H100: distributed optimizer with overlapped grad reduce and
         // param gather, TP communication overlap (Transformer Engine userbuffers) for tp > 1.
         f.tp_comm_overlap = true;
-        f.why = "NeMo (Megatron-Core + TE): dist optimizer, overlapped grad reduce / param gather, TP comm overlap";
+        // NeMo's GPT / Llama recipes use Apex's distributed_fused_adam with grad_sync_dtype bf16
+        // (NeMo-Framework-Launcher conf/training/*): gradients are kept and reduced in BF16.
+        f.main_grads_fp32 = false;
+        f.why = "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
+                "grad reduce / param gather, TP comm overlap";
     } else {
         f.why = fw.rfind("megatron-core", 0) == 0
                     ? "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default"
@@ -267,6 +271,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.fsdp_gathers_per_layer = fw.fsdp_gathers_per_layer;
         par.fsdp_prefetch_bucket_params = fw.fsdp_prefetch_bucket_params;
         par.list_collectives = fw.list_collectives;
+        par.main_grads_fp32 = fw.main_grads_fp32;
         par.fused_optimizer = fw.fused_optimizer;
         if (auto pr = enum_value<Precision>(cell("precision"),
                                             {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}}))

@@ -2,6 +2,7 @@
 // tokens per rank T = micro_batch * seq_len / cp; with sequence parallelism norms, residuals and
 // dropout-free elementwise ops work on T / tp tokens; column-parallel GEMMs see all T tokens.
 #include "trainsim/model/workload.hpp"
+#include "trainsim/model/memory_model.hpp"
 
 #include "trainsim/model/flops.hpp"
 
@@ -507,14 +508,7 @@ private:
     }
     [[nodiscard]] Group shard_group() const { return p_.sharding == Sharding::hsdp ? Group::dp_shard : Group::dp_cp; }
     [[nodiscard]] int shard_size() const { return p_.sharding == Sharding::hsdp ? g_.hsdp_shard : p_.dp * p_.cp; }
-    [[nodiscard]] double grad_bytes() const {
-        // Megatron reduces FP32 main gradients with BF16 parameters (arguments.py forces
-        // accumulate_allreduce_grads_in_fp32 for --bf16; FP8 recipes keep BF16 parameters) and
-        // FP16 gradients with --fp16. DeepSpeed ZeRO and PyTorch FSDP mixed precision reduce in
-        // the 16-bit compute dtype.
-        const bool megatron = p_.sharding == Sharding::none || p_.sharding == Sharding::dist_opt;
-        return megatron && plan_.precision != Precision::fp16 ? 4.0 : 2.0;
-    }
+    [[nodiscard]] double grad_bytes() const { return grad_bytes_per_param(plan_); }
 
     // Parameters of one "unit" on this TP rank: a layer, the embedding, or the LM head.
     [[nodiscard]] double unit_params(int unit) const {

@@ -39,6 +39,11 @@ struct MemoryBreakdown {
 
 // The breakdown of one pipeline stage's ranks.
 [[nodiscard]] MemoryBreakdown stage_memory(const Plan& plan, int stage);
+
+// Bytes per parameter of the gradient buffer, which is also the dtype gradients are reduced in:
+// 4 for Megatron's FP32 main gradients (no sharding or the distributed optimizer, bf16 / fp8,
+// parallel.main_grads_fp32), else 2 (FP16 training, ZeRO, FSDP, 16-bit gradient sync).
+[[nodiscard]] double grad_bytes_per_param(const Plan& plan);
 // The stage with the largest total (what decides whether the plan fits).
 [[nodiscard]] MemoryBreakdown peak_memory(const Plan& plan);
 

@@ -78,6 +78,10 @@ struct Parallel {
     // ZeRO-3 / FSDP collectives through PyTorch's list API (one copy kernel per rank per
     // collective; DeepSpeed 2021 on PyTorch 1.8) rather than flat all_gather_into_tensor.
     bool list_collectives = false;
+    // Megatron keeps FP32 main gradients and reduces them in FP32 (bf16 / fp8 training; with
+    // --fp16 they are FP16). false: gradients live and are reduced in the 16-bit compute dtype
+    // (NeMo's distributed_fused_adam with grad_sync_dtype bf16). ZeRO / FSDP always use 16 bits.
+    bool main_grads_fp32 = true;
     RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.

@@ -44,6 +44,7 @@ struct FrameworkProfile {
     int fsdp_gathers_per_layer = 1;
     double fsdp_prefetch_bucket_params = 0;
     bool list_collectives = false;
+    bool main_grads_fp32 = true;
     bool fused_optimizer = true;
     std::string why;  // the documentation of these choices
 };
