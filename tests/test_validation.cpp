@@ -54,3 +54,28 @@ TEST_CASE("the published dev set: every step row simulated, MAPE ratchet", "[val
     CHECK(rep.overall.median <= kMaxMedian);
     CHECK(rep.overall.max <= kMaxWorstRow);
 }
+
+TEST_CASE("framework profiles follow the release named in the framework column", "[validate]") {
+    using trainsim::model::framework_profile;
+    // DeepSpeed before 0.6 gathered tensor by tensor through the list API; later releases coalesce.
+    for (const char* old : {"deepspeed-2021", "deepspeed-0.5.4"}) {
+        CAPTURE(old);
+        const auto f = framework_profile(old);
+        CHECK(f.list_collectives);
+        CHECK(f.fsdp_gathers_per_layer == 12);
+        CHECK(f.fsdp_prefetch_bucket_params == 5e7);
+    }
+    for (const char* cur : {"deepspeed", "deepspeed-0.14.2", "deepspeed-2024"}) {
+        CAPTURE(cur);
+        const auto f = framework_profile(cur);
+        CHECK_FALSE(f.list_collectives);
+        CHECK(f.fsdp_gathers_per_layer == 1);
+        CHECK(f.fsdp_prefetch_bucket_params == 5e7);
+    }
+    // NeMo 1.x (up to 24.07) syncs BF16 gradients; NeMo 2.0 uses Megatron-Core's FP32 main grads.
+    CHECK_FALSE(framework_profile("nemo-24.07").main_grads_fp32);
+    CHECK_FALSE(framework_profile("nemo-23.11").main_grads_fp32);
+    CHECK(framework_profile("nemo-24.09").main_grads_fp32);
+    CHECK(framework_profile("nemo").main_grads_fp32);
+    CHECK(framework_profile("megatron-core-0.8").main_grads_fp32);
+}

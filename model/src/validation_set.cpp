@@ -11,8 +11,37 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 namespace trainsim::model {
+
+namespace {
+// The leading number of a version suffix: "deepspeed-2021" -> 2021, "nemo-24.07" -> {24, 7}.
+std::optional<std::pair<int, int>> version_after(const std::string& fw, std::string_view prefix) {
+    if (fw.size() <= prefix.size() + 1 || fw.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+    const char* p = fw.data() + prefix.size() + 1;
+    const char* end = fw.data() + fw.size();
+    int major = 0, minor = 0;
+    auto r = std::from_chars(p, end, major);
+    if (r.ec != std::errc()) return std::nullopt;
+    if (r.ptr < end && *r.ptr == '.') std::from_chars(r.ptr + 1, end, minor);
+    return std::pair{major, minor};
+}
+// DeepSpeed before 0.6 (named by release, e.g. deepspeed-0.5.4, or by year, deepspeed-2021).
+// Unversioned "deepspeed" is taken as current.
+bool deepspeed_2021_era(const std::string& fw) {
+    const auto v = version_after(fw, "deepspeed");
+    if (!v) return false;
+    return v->first >= 2000 ? v->first <= 2021 : (v->first == 0 && v->second < 6);
+}
+// NeMo 1.x containers (YY.MM up to 24.07); unversioned "nemo" is taken as current (2.x).
+bool nemo_1_era(const std::string& fw) {
+    const auto v = version_after(fw, "nemo");
+    if (!v) return false;
+    return v->first < 24 || (v->first == 24 && v->second <= 7);
+}
+} // namespace
 
 FrameworkProfile framework_profile(const std::string& fw) {
     FrameworkProfile f;
@@ -44,22 +73,29 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.sharding = Sharding::zero3;
         f.recompute = Recompute::full;
         f.sequence_parallel = false;
-        f.attention = AttentionImpl::unfused;
-        f.dropout = true;
-        // DeepSpeed 0.3-0.5 stage 3 fetched a submodule's parameters with one all-gather per
-        // parameter tensor (coalesced gathers came in 0.6): 12 per GPT layer (QKV, projection,
-        // FC1, FC2 weights and biases, two LayerNorm weights and biases).
-        f.fsdp_gathers_per_layer = 12;
         // Prefetch stops at stage3_prefetch_bucket_size parameters (DeepSpeed default 5e7, the
         // ZERO_OPTIMIZATION_PREFETCH_BUCKET_SIZE_DEFAULT of deepspeed/runtime/zero/constants.py).
         f.fsdp_prefetch_bucket_params = 5e7;
-        // partition_parameters.py gathered into a list of per-rank views of the flat buffer with
-        // torch.distributed.all_gather (the flat _all_gather_base came with PyTorch 1.10); the
-        // reduce-scatter of gradients likewise took a list of per-rank partitions.
-        f.list_collectives = true;
-        f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm, prefetch up to 5e7 parameters, one all-gather "
-                "per parameter tensor (12 per layer) through PyTorch's list API (a copy per rank), unfused "
-                "attention, dropout 0.1";
+        if (deepspeed_2021_era(fw)) {
+            f.attention = AttentionImpl::unfused;
+            f.dropout = true;
+            // DeepSpeed 0.3-0.5 stage 3 fetched a submodule's parameters with one all-gather per
+            // parameter tensor (coalesced gathers came in 0.6): 12 per GPT layer (QKV, projection,
+            // FC1, FC2 weights and biases, two LayerNorm weights and biases).
+            f.fsdp_gathers_per_layer = 12;
+            // partition_parameters.py gathered into a list of per-rank views of the flat buffer
+            // with torch.distributed.all_gather (the flat _all_gather_base came with PyTorch
+            // 1.10); the reduce-scatter of gradients likewise took a list of per-rank partitions.
+            f.list_collectives = true;
+            f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm, prefetch up to 5e7 parameters, one "
+                    "all-gather per parameter tensor (12 per layer) through PyTorch's list API (a copy per rank), "
+                    "unfused attention, dropout 0.1";
+        } else {
+            // From 0.6 on a submodule's parameters are gathered together (allgather_coalesced into
+            // one flat buffer): about one collective per layer.
+            f.why = "DeepSpeed ZeRO-3 (0.6 and later): overlap_comm, prefetch up to 5e7 parameters, coalesced flat "
+                    "gathers, flash attention";
+        }
     } else if (fw.rfind("llm-foundry", 0) == 0) {
         // llm-foundry FSDP config: FULL_SHARD, PURE mixed precision (BF16 reduce),
         // forward_prefetch and backward_prefetch BACKWARD_PRE, limit_all_gathers.
@@ -75,9 +111,10 @@ FrameworkProfile framework_profile(const std::string& fw) {
         // NeMo performance recipes on H100: distributed optimizer with overlapped grad reduce and
         // param gather, TP communication overlap (Transformer Engine userbuffers) for tp > 1.
         f.tp_comm_overlap = true;
-        // NeMo's GPT / Llama recipes use Apex's distributed_fused_adam with grad_sync_dtype bf16
-        // (NeMo-Framework-Launcher conf/training/*): gradients are kept and reduced in BF16.
-        f.main_grads_fp32 = false;
+        // NeMo 1.x (containers up to 24.07) GPT / Llama recipes use Apex's distributed_fused_adam
+        // with grad_sync_dtype bf16 (NeMo-Framework-Launcher conf/training/*): gradients kept and
+        // reduced in BF16. NeMo 2.0 recipes use Megatron-Core's distributed optimizer (FP32 grads).
+        f.main_grads_fp32 = !nemo_1_era(fw);
         f.why = "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
                 "grad reduce / param gather, TP comm overlap";
     } else {
