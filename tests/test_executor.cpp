@@ -288,3 +288,17 @@ TEST_CASE("interleaved 1F1B: the bubble shrinks to (p - 1) / v micro-batches wit
         CHECK(r.breakdown.bubble.seconds() == Approx((p - 1) * per_mb / v).epsilon(0.08));
     }
 }
+
+TEST_CASE("blocking pipeline sends never make a step faster", "[executor][pipeline]") {
+    // A blocking send waits for its transfer and for the peer to post the matching receive
+    // (NCCL send/recv rendezvous), so it can only delay the sender's next kernel.
+    auto plan = test::small_plan(1, 4, 1, 8, 1);
+    plan.cluster.gpus_per_node = 1;  // every stage on its own node: sends cross the network
+    plan.cluster.nodes = 4;
+    plan.cluster.nics_per_node = 1;
+    const auto overlapped = run(plan);
+    plan.parallel.overlap_p2p = false;
+    const auto blocking = run(plan);
+    CHECK(blocking.step_time > overlapped.step_time);
+    CHECK(blocking.breakdown.total() == blocking.step_time);
+}

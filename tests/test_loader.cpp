@@ -673,6 +673,7 @@ parallel:
   fsdp_prefetch_bucket_params: 50M
   list_collectives: true
   main_grads_fp32: false
+  overlap_p2p: false
 precision: fp8
 cluster:
   gpu: gpu-fp8
@@ -706,6 +707,7 @@ pricing:
     CHECK(p.parallel.fsdp_prefetch_bucket_params == 50e6);
     CHECK(p.parallel.list_collectives);
     CHECK_FALSE(p.parallel.main_grads_fp32);
+    CHECK_FALSE(p.parallel.overlap_p2p);
     CHECK(p.precision == Precision::fp8);
     CHECK(p.cluster.intra == IntraFabric::pcie);
     CHECK(p.cluster.inter == InterFabric::roce);

@@ -234,6 +234,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
                      [](B& b) -> double& { return b.plan.parallel.fsdp_prefetch_bucket_params; }),
         bool_key<B>("parallel.list_collectives", [](B& b) -> bool& { return b.plan.parallel.list_collectives; }),
         bool_key<B>("parallel.main_grads_fp32", [](B& b) -> bool& { return b.plan.parallel.main_grads_fp32; }),
+        bool_key<B>("parallel.overlap_p2p", [](B& b) -> bool& { return b.plan.parallel.overlap_p2p; }),
         enum_key<B, Precision>("precision", [](B& b) -> Precision& { return b.plan.precision; }),
         string_key<B>("cluster.gpu", [](B& b) -> std::string& { return b.plan.cluster.gpu; }),
         int_key<B>("cluster.nodes", 1, [](B& b) -> int& { return b.plan.cluster.nodes; }),

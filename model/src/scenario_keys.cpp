@@ -122,6 +122,8 @@ std::vector<KeySpec> make_table() {
         key("parallel.main_grads_fp32", "bool", "", "true",
             "FP32 main-gradient buffer reduced in FP32 (Megatron); false: 16-bit gradients and sync (NeMo "
             "distributed_fused_adam grad_sync_dtype bf16)"),
+        key("parallel.overlap_p2p", "bool", "", "true",
+            "Pipeline sends overlapped with compute (Megatron-Core); false: each send waits (Megatron-LM 2021-22)"),
         // --- precision ---
         one_of("precision", spellings<Precision>(3), "bf16",
                "Precision of the GEMMs (fp8: E4M3 forward, E5M2 gradients)"),

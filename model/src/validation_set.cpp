@@ -54,6 +54,7 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.sequence_parallel = false;
         f.overlap_grad_reduce = false;
         f.overlap_param_gather = false;
+        f.overlap_p2p = false;
         f.attention = AttentionImpl::unfused;
         f.dropout = true;
         f.why = "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP, unfused "
@@ -64,6 +65,7 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.recompute = Recompute::selective;
         f.overlap_grad_reduce = false;
         f.overlap_param_gather = false;
+        f.overlap_p2p = false;
         f.attention = AttentionImpl::unfused;
         f.dropout = true;
         f.why = "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped, unfused "
@@ -264,7 +266,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.pp = integer("pp", false, 1);
         par.cp = integer("cp", false, 1);
         par.vp = integer("vp", false, 1);
-        if (cell("vp").empty() && par.pp > 1) r.choices.push_back("vp=1 (blank: not interleaved)");
+        r.vp_blank = cell("vp").empty() && par.pp > 1;
         par.dp = integer("dp", false, 0);
         if (par.dp == 0) {
             par.dp = derive_dp(gpus, par.tp, par.pp, par.cp);
@@ -309,6 +311,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.fsdp_prefetch_bucket_params = fw.fsdp_prefetch_bucket_params;
         par.list_collectives = fw.list_collectives;
         par.main_grads_fp32 = fw.main_grads_fp32;
+        par.overlap_p2p = fw.overlap_p2p;
         par.fused_optimizer = fw.fused_optimizer;
         if (auto pr = enum_value<Precision>(cell("precision"),
                                             {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}}))

@@ -364,6 +364,7 @@ private:
     struct StageState {
         StageProgram prog;
         std::vector<std::uint32_t> pending;  // deps for the next op added
+        std::vector<std::uint32_t> blocking_sends;  // deps for the next compute-stream op
     };
 
     std::uint32_t emit(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
@@ -377,6 +378,10 @@ private:
         op.dep_begin = static_cast<std::uint32_t>(st.prog.deps.size());
         for (auto d : st.pending) st.prog.deps.push_back(d);
         for (auto d : extra) st.prog.deps.push_back(d);
+        if (stream == Stream::compute) {
+            for (auto d : st.blocking_sends) st.prog.deps.push_back(d);
+            st.blocking_sends.clear();
+        }
         op.dep_count = static_cast<std::uint32_t>(st.prog.deps.size()) - op.dep_begin;
         st.pending.clear();
         st.prog.ops.push_back(op);
@@ -501,6 +506,11 @@ private:
     // ---------- sharding helpers ----------
     [[nodiscard]] bool per_layer_sharding() const {
         return p_.sharding == Sharding::zero3 || p_.sharding == Sharding::fsdp || p_.sharding == Sharding::hsdp;
+    }
+    // Without P2P overlap the rank waits for its send before computing on (Megatron-LM 2021-22:
+    // batch_isend_irecv, wait, torch.cuda.synchronize()).
+    void blocking_p2p(StageState& st) {
+        if (!p_.overlap_p2p) st.blocking_sends.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
     }
     // ZeRO-3 / FSDP collectives through PyTorch's list API copy one slice per shard rank.
     void mark_list_collective(ProtoId id) {
@@ -695,6 +705,7 @@ private:
                     Op& s = st.prog.ops[emit(st, send_act, Stream::pp_send_fwd, Category::pp_comm, mb, c, {last_compute_})];
                     s.peer_stage = dst;
                     s.tag = tag(true, dst_chunk, mb);
+                    blocking_p2p(st);
                 }
             } else {
                 if (vs < nvs - 1) {
@@ -736,6 +747,7 @@ private:
                     Op& s = st.prog.ops[emit(st, send_grad, Stream::pp_send_bwd, Category::pp_comm, mb, c, {last_compute_})];
                     s.peer_stage = dst;
                     s.tag = tag(false, dst_chunk, mb);
+                    blocking_p2p(st);
                 }
             }
         }

@@ -42,7 +42,7 @@ ErrorStats error_stats(const std::vector<double>& signed_errors_pct) {
 
 model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::string>& choices) {
     model::Plan best = row.plan;
-    if (!row.micro_batch_blank && !row.recompute_blank) return best;
+    if (!row.micro_batch_blank && !row.recompute_blank && !row.vp_blank) return best;
     // A published benchmark was tuned: among the micro-batch sizes that divide the per-rank batch
     // (blank micro_batch) and the recompute policies (blank recompute, cheapest first), take the
     // plan that fits in memory with the highest throughput.
@@ -59,12 +59,22 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
         // A framework whose default is a stronger policy starts there.
         policies.erase(policies.begin(), std::find(policies.begin(), policies.end(), row.plan.parallel.recompute));
     }
+    // Blank vp with pipelining: every interleaving depth Megatron accepts (layers per stage
+    // divisible by vp), as a tuned benchmark would have picked.
+    std::vector<int> vps{row.plan.parallel.vp};
+    if (row.vp_blank) {
+        vps.clear();
+        const int per_stage = row.plan.model.layers / row.plan.parallel.pp;
+        for (int v = 1; v <= per_stage; ++v)
+            if (per_stage % v == 0) vps.push_back(v);
+    }
     double best_tps = -1;
     for (auto rc : policies) {
-        for (int m : mbs) {
+        for (int m : mbs) for (int v : vps) {
             model::Plan p = row.plan;
             p.training.micro_batch = m;
             p.parallel.recompute = rc;
+            p.parallel.vp = v;
             if (!model::check_layout(p).empty()) continue;
             const auto e = estimate_plan(p);
             if (!e.fits) continue;
@@ -80,6 +90,9 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
             fmt::format("micro_batch={} (blank: the best-throughput size that fits, as the benchmark was "
                         "tuned{})",
                         best.training.micro_batch, best_tps < 0 ? "; none fits, kept 1" : ""));
+    if (row.vp_blank)
+        choices.push_back(fmt::format("vp={} (blank: the best-throughput interleaving that fits{})", best.parallel.vp,
+                                      best_tps < 0 ? "; none fits, kept 1" : ""));
     if (row.recompute_blank)
         choices.push_back(fmt::format("recompute={} (blank: the cheapest policy that fits{})",
                                       model::to_string(best.parallel.recompute),

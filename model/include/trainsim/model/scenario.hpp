@@ -5,6 +5,7 @@
 #include "trainsim/model/units.hpp"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,10 @@ struct Parallel {
     // --fp16 they are FP16). false: gradients live and are reduced in the 16-bit compute dtype
     // (NeMo's distributed_fused_adam with grad_sync_dtype bf16). ZeRO / FSDP always use 16 bits.
     bool main_grads_fp32 = true;
+    // Pipeline sends overlapped with the next compute (Megatron-Core's default). false: the rank
+    // waits for each send to complete (Megatron-LM 2021-22 p2p_communication: batch_isend_irecv,
+    // wait, then torch.cuda.synchronize() against a race).
+    bool overlap_p2p = true;
     RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.
@@ -111,6 +116,23 @@ struct Pricing {
     std::map<Commitment, double> discounts;  // fraction off the list rate
 };
 
+// Llama 3 (Dubey et al. 2024, arXiv 2407.21783, Sec. 3.3.4): 419 unexpected interruptions in a
+// 54-day snapshot of pre-training on 16,384 H100 GPUs, i.e. a per-GPU MTBF of
+// 16384 x 54 x 24 / 419 = 50,677 GPU-hours (every interruption blamed on one GPU-equivalent).
+inline constexpr double kLlama3GpuMtbfHours = 16384.0 * 54.0 * 24.0 / 419.0;
+
+// The whole run around the steps: checkpoints, failures, restarts (sim/run_model.hpp). Defaults
+// and their sources are in the key table (run.*, scenario_keys.cpp).
+struct RunSettings {
+    // Sustained checkpoint write bandwidth of one node to shared storage (nodes write in parallel).
+    Bandwidth checkpoint_bandwidth_per_node = Bandwidth(5e9);
+    double gpu_mtbf_hours = kLlama3GpuMtbfHours;  // mean time between failures of one GPU
+    // Time from a failure to training again: detect, reschedule, reload the checkpoint, warm up.
+    double restart_s = 600;
+    // Fixed checkpoint interval instead of the Young/Daly optimum.
+    std::optional<double> checkpoint_interval_s;
+};
+
 // One fully resolved plan: everything the simulator needs, nothing to read from disk.
 struct Plan {
     std::string name;
@@ -120,6 +142,7 @@ struct Plan {
     Precision precision = Precision::bf16;
     Cluster cluster;
     Pricing pricing;
+    RunSettings run;
     HardwareProfile hardware;  // resolved from cluster.gpu (or --profile)
     [[nodiscard]] int num_gpus() const { return cluster.num_gpus(); }
     [[nodiscard]] int grad_accum() const {

@@ -25,6 +25,7 @@ struct ValidationRow {
     // Blank cells the simulator may tune as the source's benchmark would have been tuned.
     bool micro_batch_blank = false;
     bool recompute_blank = false;
+    bool vp_blank = false;  // pp > 1 and the source does not say whether it interleaved
     std::string skip_reason;           // why the row cannot be simulated
 };
 
@@ -45,6 +46,7 @@ struct FrameworkProfile {
     double fsdp_prefetch_bucket_params = 0;
     bool list_collectives = false;
     bool main_grads_fp32 = true;
+    bool overlap_p2p = true;
     bool fused_optimizer = true;
     std::string why;  // the documentation of these choices
 };
