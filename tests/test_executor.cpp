@@ -35,6 +35,19 @@ Time compute_sum(const model::Plan& plan, const model::OpGraph& g, int stage) {
     }
     return t;
 }
+// A pipeline of `pp` stages on one node whose communication is free and whose stages are equal
+// (negligible embedding and head), for checking schedules against their closed forms.
+model::Plan free_comm_pipeline(int pp, int global_batch) {
+    auto plan = test::small_plan(1, pp, 1, global_batch, 1);
+    plan.model.vocab = 128;
+    plan.cluster.gpus_per_node = pp;
+    plan.cluster.nodes = 1;
+    plan.hardware.nvlink_bandwidth = model::Bandwidth(1e18);
+    plan.hardware.intra_node_latency = Time();
+    plan.hardware.kernel_overhead = Time::ps(1);
+    plan.hardware.comm_compute_slowdown = 0;
+    return plan;
+}
 } // namespace
 
 TEST_CASE("a GEMM costs FLOPs over efficiency x peak plus the kernel overhead", "[compute]") {
@@ -105,14 +118,7 @@ TEST_CASE("symmetric ranks simulated once equal the full simulation", "[executor
 
 TEST_CASE("1F1B pipeline: step = (m + p - 1) x (t_f + t_b) with free communication", "[executor][pipeline]") {
     // Narayanan et al. SC'21 Sec. 2.2.1: bubble fraction (p-1)/m for equal stages.
-    auto plan = test::small_plan(1, 4, 1, 8, 1);
-    plan.model.vocab = 128;  // negligible embedding / head so that stages are equal
-    plan.cluster.gpus_per_node = 4;
-    plan.cluster.nodes = 1;
-    plan.hardware.nvlink_bandwidth = model::Bandwidth(1e18);
-    plan.hardware.intra_node_latency = Time();
-    plan.hardware.kernel_overhead = Time::ps(1);
-    plan.hardware.comm_compute_slowdown = 0;
+    const auto plan = free_comm_pipeline(4, 8);
     const int m = plan.grad_accum(), p = 4;
     REQUIRE(m == 8);
     // Per micro-batch compute of the critical stage: its forward + backward kernel time / m.
@@ -267,16 +273,9 @@ TEST_CASE("interleaved 1F1B: the bubble shrinks to (p - 1) / v micro-batches wit
     // Narayanan et al. SC'21 Sec. 2.2.2: with v model chunks per stage the bubble is
     // (p - 1) / v of a micro-batch's forward + backward time.
     for (int v : {2, 4}) {
-        auto plan = test::small_plan(1, 4, 1, 16, 1);
+        auto plan = free_comm_pipeline(4, 16);
         plan.model.layers = 16;
-        plan.model.vocab = 128;
         plan.parallel.vp = v;
-        plan.cluster.gpus_per_node = 4;
-        plan.cluster.nodes = 1;
-        plan.hardware.nvlink_bandwidth = model::Bandwidth(1e18);
-        plan.hardware.intra_node_latency = Time();
-        plan.hardware.kernel_overhead = Time::ps(1);
-        plan.hardware.comm_compute_slowdown = 0;
         const int m = plan.grad_accum(), p = 4;
         REQUIRE(m == 16);
         const auto r = run(plan);
