@@ -52,7 +52,7 @@ struct Entry {
 using HP = HardwareProfile;
 
 // In file order.
-const std::array<Entry, 29> kEntries{{
+const std::array<Entry, 30> kEntries{{
     {.path = "compute.sm_count", .kind = Kind::integer, .required = true, .int_member = &HP::sm_count},
     {.path = "compute.dense_peak", .kind = Kind::peaks, .required = true},
     {.path = "compute.unsupported", .kind = Kind::reasons, .required = false},
@@ -72,6 +72,8 @@ const std::array<Entry, 29> kEntries{{
      .double_member = &HP::fp8_split_accumulate_speed},
     {.path = "compute.kernel_overhead", .kind = Kind::duration, .required = true,
      .time_member = &HP::kernel_overhead},
+    {.path = "compute.host_op_overhead", .kind = Kind::duration, .required = false,
+     .time_member = &HP::host_op_overhead},
     {.path = "memory.hbm_capacity", .kind = Kind::bytes, .required = true, .bytes_member = &HP::hbm_capacity},
     {.path = "memory.hbm_bandwidth", .kind = Kind::bandwidth, .required = true,
      .bandwidth_member = &HP::hbm_bandwidth},

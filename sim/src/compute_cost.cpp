@@ -133,8 +133,10 @@ Time ComputeCost::memory(Bytes bytes) const {
 Time ComputeCost::slice_copies(const model::OpProto& op) const {
     if (op.copy_slices <= 0) return Time();
     const double bytes = 2.0 * op.bytes.value();
+    // Per rank: the Python loop builds one view of the flat buffer (a host op) and the process
+    // group launches one copy kernel.
     return Time::from_seconds(bytes / (hw_.hbm_bandwidth.value() * hw_.hbm_efficiency)) +
-           hw_.kernel_overhead * static_cast<std::int64_t>(op.copy_slices);
+           (hw_.kernel_overhead + hw_.host_op_overhead) * static_cast<std::int64_t>(op.copy_slices);
 }
 
 Time ComputeCost::cost(const model::OpProto& op) const {

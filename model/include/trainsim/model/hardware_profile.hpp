@@ -70,6 +70,10 @@ struct HardwareProfile {
     double triton_attention_bwd_efficiency = 0.0;
     // Fixed per-kernel cost (launch + tail), added to every kernel.
     Time kernel_overhead = Time::us(4);
+    // Host time of one eager PyTorch op issued from Python (binding + dispatcher), for host loops
+    // that issue one op per rank (list-API collectives). PyTorch operator micro-benchmark of a
+    // view op (split, eager, CUDA): 3.3 us (pytorch/pytorch PR #32194).
+    Time host_op_overhead = Time::us(3.3);
 
     // --- memory ---
     Bytes hbm_capacity;

@@ -25,8 +25,9 @@ public:
     [[nodiscard]] Time attention(const model::OpProto& op) const;
     // A memory-bound kernel moving `bytes` (read + write).
     [[nodiscard]] Time memory(Bytes bytes) const;
-    // The copies of a list-API collective (OpProto::copy_slices): one copy kernel per rank's
-    // slice, together reading and writing the whole buffer once. Zero for a flat collective.
+    // The host loop and copies of a list-API collective (OpProto::copy_slices): per rank one view
+    // built in Python and one copy kernel, the copies together reading and writing the whole
+    // buffer once. Zero for a flat collective.
     [[nodiscard]] Time slice_copies(const model::OpProto& op) const;
     // Any compute-stream kernel (gemm, attention, memory).
     [[nodiscard]] Time cost(const model::OpProto& op) const;
