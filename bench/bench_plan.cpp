@@ -26,6 +26,7 @@ void search(benchmark::State& state, int gpus) {
     state.counters["fit"] = static_cast<double>(stats.enumerated - stats.invalid - stats.does_not_fit);
     state.counters["simulated"] = static_cast<double>(stats.simulated);
     state.counters["pruned_bound"] = static_cast<double>(stats.pruned_bound);
+    state.counters["pruned_path"] = static_cast<double>(stats.pruned_critical_path);
 }
 
 void BM_PlanSearch_Llama70B_64xH100(benchmark::State& state) { search(state, 64); }

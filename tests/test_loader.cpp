@@ -226,6 +226,44 @@ TEST_CASE("missing unit on a bandwidth", "[loader]") {
     check_at(ds[0], 8, 13, "'400' has no unit");
 }
 
+TEST_CASE("run settings: a duration without a unit and bad values, each at its place", "[loader]") {
+    Fixture fx;
+    // Lines 8-12 after kBase's 7.
+    auto ds = fx.errors(kBase + "run:\n  gpu_mtbf: 50000\n  restart: \"-5 min\"\n  checkpoint_bandwidth: \"0 GB/s\"\n"
+                                "  checkpoint_interval: \"2 weeks\"\n");
+    REQUIRE(ds.size() == 4);
+    for (const auto& d : ds) CHECK(d.file == fx.scenario_name());
+    check_at(find(ds, "run.gpu_mtbf"), 9, 13, "'50000' has no unit (one of: s, min, h, d)");
+    check_at(find(ds, "run.restart"), 10, 12, "must not be negative");
+    check_at(find(ds, "run.checkpoint_bandwidth"), 11, 25, "must be more than 0");
+    check_at(find(ds, "run.checkpoint_interval"), 12, 24, "unknown unit 'weeks'");
+    // A typo in the section is an unknown key with a suggestion.
+    auto typo = fx.errors(kBase + "run:\n  gpu_mtfb: \"1000 h\"\n");
+    REQUIRE(typo.size() == 1);
+    CHECK(typo[0].key == "run.gpu_mtfb");
+    check_at(typo[0], 9, 3, "unknown key 'gpu_mtfb' (did you mean 'gpu_mtbf'?)");
+}
+
+TEST_CASE("run settings: defaults from the key table and per-plan overrides in their units", "[loader]") {
+    Fixture fx;
+    const auto sc = fx.load(kBase + "run:\n  gpu_mtbf: \"2 d\"\n  restart: \"90 s\"\nplans:\n  - name: a\n  - name: b\n"
+                                    "    run: {checkpoint_bandwidth: \"8 Gbit/s\", checkpoint_interval: \"30 min\"}\n");
+    REQUIRE(sc.plans.size() == 2);
+    const auto& a = sc.plans[0].run;
+    CHECK(a.gpu_mtbf_hours == 48.0);
+    CHECK(a.restart_s == 90.0);
+    CHECK(a.checkpoint_bandwidth_per_node.value() == 5e9);  // the table's default, 5 GB/s
+    CHECK_FALSE(a.checkpoint_interval_s.has_value());        // absent: the Young/Daly optimum
+    const auto& b = sc.plans[1].run;
+    CHECK(b.gpu_mtbf_hours == 48.0);                         // from the top-level section
+    CHECK(b.checkpoint_bandwidth_per_node.value() == 1e9);   // 8 Gbit/s
+    CHECK(b.checkpoint_interval_s == 1800.0);
+    // Without a run section: the Llama 3 MTBF (16384 x 54 x 24 / 419 GPU-hours) and 10 min restarts.
+    const Plan d = fx.load(kBase).plans[0];
+    CHECK(d.run.gpu_mtbf_hours == Approx(50677.0).epsilon(1e-4));
+    CHECK(d.run.restart_s == 600.0);
+}
+
 TEST_CASE("wrong unit kind: a size where a bandwidth is needed", "[loader]") {
     Fixture fx;
     auto ds = fx.errors(kBase + "  nic_rate: \"400 GB\"\n");
@@ -632,6 +670,11 @@ TEST_CASE("the key table's defaults agree with the structs' defaults", "[loader]
     const Pricing pr;
     CHECK(p.pricing.basis == pr.basis);
     CHECK(p.pricing.commitment == pr.commitment);
+    const RunSettings run;
+    CHECK(p.run.checkpoint_bandwidth_per_node == run.checkpoint_bandwidth_per_node);
+    CHECK(p.run.gpu_mtbf_hours == run.gpu_mtbf_hours);
+    CHECK(p.run.restart_s == run.restart_s);
+    CHECK(p.run.checkpoint_interval_s == run.checkpoint_interval_s);
 }
 
 TEST_CASE("the key table: unique paths, a description each, enums with their values", "[loader]") {
@@ -689,6 +732,11 @@ pricing:
   currency: EUR
   commitment: annual
   discounts: {monthly: "5%", quarterly: 0.1, annual: "15%"}
+run:
+  checkpoint_bandwidth: "2 GB/s"
+  gpu_mtbf: "20000 h"
+  restart: "5 min"
+  checkpoint_interval: "1 h"
 )";
     const Plan p = fx.load(yaml).plans[0];
     CHECK(p.name == "All keys");
@@ -720,6 +768,10 @@ pricing:
     CHECK(p.pricing.discounts.at(Commitment::monthly) == Approx(0.05));
     CHECK(p.pricing.discounts.at(Commitment::quarterly) == Approx(0.10));
     CHECK(p.pricing.discounts.at(Commitment::annual) == Approx(0.15));
+    CHECK(p.run.checkpoint_bandwidth_per_node.value() == 2e9);
+    CHECK(p.run.gpu_mtbf_hours == 20000.0);
+    CHECK(p.run.restart_s == 300.0);
+    CHECK(p.run.checkpoint_interval_s == 3600.0);
 }
 
 TEST_CASE("presets merge with inline keys written next to them", "[loader]") {

@@ -2,16 +2,20 @@
 #include "cli_runner.hpp"
 #include "fixtures.hpp"
 
+#include "trainsim/model/flops.hpp"
 #include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
+#include "trainsim/model/workload.hpp"
 #include "trainsim/sim/plan_search.hpp"
 #include "trainsim/sim/run_model.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <sys/wait.h>
@@ -73,7 +77,7 @@ TEST_CASE("run model: the Llama 3 default MTBF", "[plan-search][run]") {
     CHECK(r.cluster_mtbf_s / 3600 == Approx(54.0 * 24 / 419));
 }
 
-TEST_CASE("every enumerated layout passes or fails check_layout, none is lost to the GPU count", "[plan-search]") {
+TEST_CASE("every enumerated layout passes or fails check_layout and none is lost to the GPU count", "[plan-search]") {
     const auto base = small_base();
     const auto all = sim::enumerate_layouts(base, small_options().space);
     REQUIRE(!all.empty());
@@ -99,8 +103,11 @@ TEST_CASE("pruning never drops the best plan: pruned and exhaustive searches agr
     REQUIRE(!full.plans.empty());
     REQUIRE(!pruned.plans.empty());
     CHECK(full.stats.pruned_bound == 0);
+    CHECK(full.stats.pruned_critical_path == 0);
     CHECK(full.stats.pruned_dominated == 0);
     CHECK(pruned.stats.simulated < full.stats.simulated);  // the pruning does something
+    CHECK(pruned.stats.pruned_bound > 0);
+    CHECK(pruned.stats.pruned_critical_path > 0);
     CHECK(pruned.plans.front().plan.name == full.plans.front().plan.name);
     CHECK(pruned.plans.front().estimate.days_to_train == full.plans.front().estimate.days_to_train);
     // Every listed plan is one of the exhaustive list's with the same numbers, and the list is
@@ -147,17 +154,78 @@ TEST_CASE("the search is deterministic whatever the thread count", "[plan-search
     }
 }
 
-TEST_CASE("the compute lower bound never exceeds the simulated step time", "[plan-search]") {
+TEST_CASE("the stream and critical-path bounds never exceed the simulated step and the extrapolation is exact",
+          "[plan-search]") {
+    const auto base = small_base();
+    auto o = small_options();
+    o.space.max_cp = 1;  // pp and tp vary; keeps the exhaustive list short
+    o.prune = false;
+    o.top = 60;
+    const auto full = sim::search_plans(base, o);
+    REQUIRE(full.plans.size() > 10);
+    const auto network = sim::plan_network(full.plans.front().plan);
+    bool pipelined = false, tighter = false;
+    for (const auto& r : full.plans) {
+        INFO(r.plan.name);
+        const double stream = sim::step_time_lower_bound_s(r.plan, network);
+        // The linear extrapolation in the micro-batch count equals the direct sum, to the ps.
+        CHECK(stream == sim::step_time_lower_bound_direct_s(r.plan));
+        CHECK(stream == sim::step_time_lower_bound_s(r.plan));  // a network of its own: the same costs
+        const double path = sim::critical_path_lower_bound_s(r.plan, model::build_workload(r.plan), network);
+        CHECK(stream <= r.estimate.step_time_s);
+        CHECK(path <= r.estimate.step_time_s);
+        CHECK(stream > 0.5 * r.estimate.step_time_s);  // bounds that mean something
+        CHECK(path > 0.5 * r.estimate.step_time_s);
+        if (r.plan.parallel.pp > 1) {
+            pipelined = true;
+            tighter = tighter || path > stream * 1.01;  // it sees the pipeline fill and drain
+        }
+    }
+    CHECK(pipelined);
+    CHECK(tighter);
+}
+
+TEST_CASE("the stream bound counts kernels slowed next to communication", "[plan-search]") {
+    // The same plans on a GPU whose kernels run at 1 / (1 + s) next to communication: the bound
+    // grows with s (by up to (A - B) x s / (1 + s)) and stays below the simulated step.
+    auto base = small_base();
+    auto o = small_options();
+    o.space.max_cp = 1;
+    o.prune = false;
+    o.top = 40;
+    bool grew = false;
+    for (double s : {0.0, 0.19, 1.0}) {
+        base.hardware.comm_compute_slowdown = s;
+        const auto full = sim::search_plans(base, o);
+        REQUIRE(!full.plans.empty());
+        for (const auto& r : full.plans) {
+            INFO(r.plan.name << " slowdown " << s);
+            const double bound = sim::step_time_lower_bound_s(r.plan);
+            CHECK(bound <= r.estimate.step_time_s);
+            auto plain = r.plan;
+            plain.hardware.comm_compute_slowdown = 0;
+            const double without = sim::step_time_lower_bound_s(plain);
+            CHECK(bound >= without);
+            grew = grew || bound > without * 1.001;
+        }
+    }
+    CHECK(grew);
+}
+
+TEST_CASE("the plan search's shared network gives the costs of a network of the plan's own", "[plan-search]") {
+    // Plans of one cluster share a topology and its cache of solved collectives: the same step,
+    // to the ps, whatever was solved for other plans before.
     const auto base = small_base();
     auto o = small_options();
     o.prune = false;
-    o.top = 40;
-    const auto full = sim::search_plans(base, o);
-    REQUIRE(!full.plans.empty());
-    for (const auto& r : full.plans) {
-        CHECK(sim::step_time_lower_bound_s(r.plan) <= r.estimate.step_time_s);
-        // The linear extrapolation in the micro-batch count equals the direct sum.
-        CHECK(sim::step_time_lower_bound_s(r.plan) == Approx(sim::step_time_lower_bound_direct_s(r.plan)).epsilon(1e-7));
+    o.top = 8;
+    const auto res = sim::search_plans(base, o);
+    REQUIRE(res.plans.size() == 8);
+    for (const auto& r : res.plans) {
+        const auto alone = sim::estimate_plan(r.plan);
+        REQUIRE(alone.step);
+        CHECK(alone.step->step_time == r.estimate.step->step_time);
+        CHECK(alone.days_to_train == r.estimate.days_to_train);
     }
 }
 
@@ -222,24 +290,150 @@ TEST_CASE("a GPU count that is not whole nodes is a typed error", "[plan-search]
     CHECK_THROWS_AS(sim::search_plans(small_base(), o), model::InputError);
 }
 
-TEST_CASE("70B on 64 H100: the search beats or ties the hand-written 64-GPU plan", "[plan-search][data]") {
+TEST_CASE("failure-aware days and the deadline or budget on steady or expected days by hand",
+          "[plan-search][budget][run]") {
+    // Run settings picked for round numbers (as in the run model test above): checkpoint bytes
+    // P x 14 B written at P x 14 / 50 B/s by the one node: delta = 50 s; MTBF per GPU 80,000 s;
+    // restart 100 s. On 8 GPUs M = 10,000 s, tau = sqrt(2 x 50 x 10,000) = 1,000 s and the factor
+    // is 1 + 50/1000 + 1000/20,000 + 100/10,000 = 1.11. On 4 GPUs M = 20,000 s,
+    // tau = sqrt(2,000,000) = 1,414.21 s and the factor is 1 + 2 x 50/1414.21 + 100/20,000 = 1.075711.
+    auto base = small_base();
+    const double params = model::count_params(base.model).total;
+    base.run.checkpoint_bandwidth_per_node = model::Bandwidth(params * 14.0 / 50.0);
+    base.run.gpu_mtbf_hours = 80000.0 / 3600.0;
+    base.run.restart_s = 100;
+    const double f8 = 1.11, f4 = 1.075711;
+
+    auto o = small_options();
+    o.space.gpu_counts = {4, 8};
+    o.prune = false;
+    o.top = 100000;
+    const auto all = sim::search_plans(base, o);
+    REQUIRE(all.plans.size() > 2);
+    double fastest = 1e300, cheapest = 1e300, fastest_expected = 1e300;
+    for (const auto& r : all.plans) {
+        const double f = r.plan.num_gpus() == 8 ? f8 : f4;
+        CHECK(r.estimate.run.overhead_factor == Approx(f).epsilon(1e-6));
+        CHECK(r.estimate.expected_days == Approx(r.estimate.days_to_train * f).epsilon(1e-6));
+        CHECK(r.estimate.expected_cost == Approx(r.estimate.cost * f).epsilon(1e-6));
+        fastest = std::min(fastest, r.estimate.days_to_train);
+        cheapest = std::min(cheapest, r.estimate.cost);
+        fastest_expected = std::min(fastest_expected, r.estimate.expected_days);
+    }
+
+    // A deadline 5% over the fastest steady-state days: met in the steady state, but on expected
+    // days every plan takes at least 1.0757 x the fastest steady days: none is left.
+    auto q = small_options();
+    q.space.gpu_counts = {4, 8};
+    q.top = 3;
+    q.deadline_days = fastest * 1.05;
+    const auto steady = sim::search_plans(base, q);
+    REQUIRE(!steady.plans.empty());
+    for (const auto& r : steady.plans) CHECK(r.estimate.days_to_train <= *q.deadline_days);
+    q.basis = sim::DaysBasis::expected;
+    CHECK(sim::search_plans(base, q).plans.empty());
+    // Just over the fastest expected days, the plan(s) that fast and nothing else.
+    q.deadline_days = fastest_expected * (1 + 1e-9);
+    q.rank = sim::RankBy::days;
+    const auto on_time = sim::search_plans(base, q);
+    REQUIRE(!on_time.plans.empty());
+    CHECK(on_time.plans.front().estimate.expected_days == fastest_expected);
+    for (const auto& r : on_time.plans) CHECK(r.estimate.expected_days <= *q.deadline_days);
+
+    // The same with a budget 5% over the cheapest steady-state cost: the expected cost of every
+    // plan is at least 1.0757 x that.
+    auto b = small_options();
+    b.space.gpu_counts = {4, 8};
+    b.top = 3;
+    b.budget = cheapest * 1.05;
+    const auto within = sim::search_plans(base, b);
+    REQUIRE(!within.plans.empty());
+    for (const auto& r : within.plans) CHECK(r.estimate.cost <= *b.budget);
+    b.basis = sim::DaysBasis::expected;
+    CHECK(sim::search_plans(base, b).plans.empty());
+}
+
+TEST_CASE("pruning is exact on expected days with a deadline and with a budget", "[plan-search][budget][run]") {
+    auto base = small_base();
+    base.run.gpu_mtbf_hours = 100;  // failures matter: the factor differs between 4 and 8 GPUs
+    auto o = small_options();
+    o.space.gpu_counts = {4, 8};
+    o.basis = sim::DaysBasis::expected;
+    o.prune = false;
+    o.top = 100000;
+    const auto all = sim::search_plans(base, o);
+    REQUIRE(all.plans.size() > 2);
+    // Medians: half of the plans meet each constraint.
+    const double mid_days = all.plans[all.plans.size() / 2].estimate.expected_days;
+    std::vector<double> costs;
+    for (const auto& r : all.plans) costs.push_back(r.estimate.expected_cost);
+    std::sort(costs.begin(), costs.end());
+    const double mid_cost = costs[costs.size() / 2];
+    for (int query = 0; query < 2; ++query) {
+        auto q = o;
+        q.prune = true;
+        q.top = 4;
+        if (query == 0) {
+            q.deadline_days = mid_days;
+            q.rank = sim::RankBy::cost;
+        } else {
+            q.budget = mid_cost;
+        }
+        auto x = o;
+        x.deadline_days = q.deadline_days;
+        x.budget = q.budget;
+        x.rank = q.rank;
+        const auto exhaustive = sim::search_plans(base, x);
+        const auto pruned = sim::search_plans(base, q);
+        REQUIRE(!pruned.plans.empty());
+        // The exhaustive first is never a dominated recompute variant (its lighter twin is as good
+        // and comes first in enumeration order): the pruned search finds the same plan.
+        REQUIRE(!exhaustive.plans.empty());
+        CHECK(pruned.plans.front().plan.name == exhaustive.plans.front().plan.name);
+        CHECK(pruned.plans.front().estimate.expected_days == exhaustive.plans.front().estimate.expected_days);
+        for (const auto& r : pruned.plans) {
+            if (q.deadline_days) CHECK(r.estimate.expected_days <= *q.deadline_days);
+            if (q.budget) CHECK(r.estimate.expected_cost <= *q.budget);
+        }
+    }
+}
+
+TEST_CASE("the search beats or ties every hand-written plan of scenarios/questions on its model and GPUs",
+          "[plan-search][data]") {
     model::LoadOptions opts;
     opts.data_dir = TRAINSIM_TEST_DATA_DIR;
-    const auto sc = model::load_scenario(std::string(TRAINSIM_TEST_DATA_DIR) + "/questions/70b-1t-8-vs-64-h100.yaml",
-                                         opts);
-    const model::Plan* hand = nullptr;
-    for (const auto& p : sc.plans)
-        if (p.num_gpus() == 64) hand = &p;
-    REQUIRE(hand);
-    const auto he = sim::estimate_plan(*hand);
-    REQUIRE(he.fits);
-    sim::SearchOptions o;
-    o.top = 3;
-    const auto res = sim::search_plans(*hand, o);
-    REQUIRE(!res.plans.empty());
-    CHECK(res.plans.front().estimate.days_to_train <= he.days_to_train);
-    CHECK(res.plans.front().estimate.cost <= he.cost * (1 + 1e-12));
-    CHECK(res.plans.front().estimate.expected_days > res.plans.front().estimate.days_to_train);
+    std::vector<std::filesystem::path> files;
+    for (const auto& f : std::filesystem::directory_iterator(std::string(TRAINSIM_TEST_DATA_DIR) + "/questions"))
+        if (f.path().extension() == ".yaml") files.push_back(f.path());
+    std::sort(files.begin(), files.end());
+    REQUIRE(files.size() >= 6);
+    int compared = 0;
+    for (const auto& file : files) {
+        const auto sc = model::load_scenario(file.string(), opts);
+        for (const auto& hand : sc.plans) {
+            INFO(file.filename().string() << ": " << hand.name);
+            const auto he = sim::estimate_plan(hand);
+            if (!he.fits) continue;  // written to show it does not fit: nothing to beat
+            sim::SearchOptions o;
+            o.top = 1;
+            // The search keeps the hand-written plan's model, GPUs, fabric and price, and its
+            // layout is one of those it tries.
+            const auto layouts = sim::enumerate_layouts(hand, o.space);
+            CHECK(std::any_of(layouts.begin(), layouts.end(), [&](const model::Plan& l) {
+                return sim::layout_label(l) == sim::layout_label(hand) && l.num_gpus() == hand.num_gpus();
+            }));
+            const auto res = sim::search_plans(hand, o);
+            REQUIRE(res.plans.size() == 1);
+            const auto& best = res.plans.front();
+            CHECK(best.plan.num_gpus() == hand.num_gpus());
+            CHECK(best.plan.model.name == hand.model.name);
+            CHECK(best.estimate.days_to_train <= he.days_to_train);
+            CHECK(best.estimate.cost <= he.cost * (1 + 1e-12));
+            CHECK(best.estimate.expected_days > best.estimate.days_to_train);
+            ++compared;
+        }
+    }
+    CHECK(compared >= 10);
 }
 
 namespace {
@@ -269,4 +463,19 @@ TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout",
     CHECK(csv.out.find("days_to_train") != std::string::npos);
     CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 12 --tokens 1T").rc == 2);
     CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --deadline-days 0.001 --json").rc == 3);
+
+    // Ranked on expected days, with the run settings from the flags (a 1 h MTBF per GPU: the
+    // expected days are much longer than the steady ones).
+    const auto e = run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 100B --global-batch 256 "
+                                "--top 2 --days expected --gpu-mtbf-hours 1000 --restart-minutes 30 --json");
+    REQUIRE(e.rc == 0);
+    const auto ej = nlohmann::json::parse(e.out);
+    CHECK(ej["search"]["days"] == "expected");
+    REQUIRE(ej["plans"].size() == 2);
+    CHECK(ej["plans"][0]["expected_days"].get<double>() <= ej["plans"][1]["expected_days"].get<double>());
+    CHECK(ej["plans"][0]["run"]["restart_s"].get<double>() == 1800.0);
+    CHECK(ej["plans"][0]["run"]["cluster_mtbf_s"].get<double>() == Approx(1000.0 * 3600 / 8));
+    CHECK(ej["plans"][0]["expected_cost"].get<double>() ==
+          Approx(ej["plans"][0]["cost"].get<double>() * ej["plans"][0]["run"]["overhead_factor"].get<double>()));
+    CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --days wallclock").rc == 2);
 }

@@ -69,13 +69,13 @@ std::string suggest_key(std::string_view parent, std::string_view name) {
     return {};
 }
 
-constexpr std::array<std::string_view, 4> kSections{"training", "parallel", "cluster", "pricing"};
+constexpr std::array<std::string_view, 5> kSections{"training", "parallel", "cluster", "pricing", "run"};
 
 bool is_section(std::string_view name) {
     return std::find(kSections.begin(), kSections.end(), name) != kSections.end();
 }
 
-// Keys that a plan resolves key by key: every leaf under the four sections, plus `precision`.
+// Keys that a plan resolves key by key: every leaf under the sections, plus `precision`.
 bool is_plan_leaf(const KeySpec& k) {
     if (k.type == "section") return false;
     if (k.path == "precision") return true;
@@ -157,6 +157,21 @@ template <class T, class Get> Binding<T> bandwidth_key(std::string_view path, Ge
     return {path, "bandwidth", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
                 auto x = detail::read_with_unit(v, at, "a bandwidth (e.g. '400 Gbit/s')", parse_bandwidth, out);
                 if (x) get(t) = *x;
+                return x.has_value();
+            }};
+}
+
+// A wall-clock span with its unit, stored in units of `stored_s` seconds (1: seconds, 3600: hours);
+// `positive`: 0 is refused too.
+template <class T, class Get> Binding<T> duration_key(std::string_view path, double stored_s, bool positive, Get get) {
+    return {path, "duration", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+                auto x =
+                    detail::read_with_unit(v, at, "a duration (e.g. '10 min', '50000 h')", parse_wall_seconds, out);
+                if (x && positive && !(*x > 0)) {
+                    report(out, at, fmt::format("must be more than 0, got '{}'", v.Scalar()));
+                    x.reset();
+                }
+                if (x) get(t) = *x / stored_s;
                 return x.has_value();
             }};
 }
@@ -257,6 +272,20 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         fraction_key<B>("pricing.discounts.monthly", discount(Commitment::monthly)),
         fraction_key<B>("pricing.discounts.quarterly", discount(Commitment::quarterly)),
         fraction_key<B>("pricing.discounts.annual", discount(Commitment::annual)),
+        {"run.checkpoint_bandwidth", "bandwidth",
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+             auto x = detail::read_with_unit(v, at, "a bandwidth (e.g. '5 GB/s')", parse_bandwidth, out);
+             if (x && !(x->value() > 0)) {
+                 report(out, at, fmt::format("must be more than 0, got '{}'", v.Scalar()));
+                 x.reset();
+             }
+             if (x) b.plan.run.checkpoint_bandwidth_per_node = *x;
+             return x.has_value();
+         }},
+        duration_key<B>("run.gpu_mtbf", 3600.0, true, [](B& b) -> double& { return b.plan.run.gpu_mtbf_hours; }),
+        duration_key<B>("run.restart", 1.0, false, [](B& b) -> double& { return b.plan.run.restart_s; }),
+        duration_key<B>("run.checkpoint_interval", 1.0, true,
+                        [](B& b) -> std::optional<double>& { return b.plan.run.checkpoint_interval_s; }),
     };
 }
 

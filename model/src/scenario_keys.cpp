@@ -8,7 +8,8 @@
 //   - text in parentheses ("(heads)"): derived by the loader, explained in the description;
 //   - empty: no default (the key is required, or it is optional and simply absent).
 // Types: section (a map of keys), list, string, path, int, int|auto, bool, count (SI suffix
-// allowed), fraction ("15%" or 0.15), number (plain), bandwidth (with unit), enum, model.
+// allowed), fraction ("15%" or 0.15), number (plain), bandwidth (with unit), duration (a wall-clock
+// span with unit: s, min, h, d), enum, model.
 #include "trainsim/model/loader.hpp"
 
 #include <string>
@@ -155,6 +156,22 @@ std::vector<KeySpec> make_table() {
         key("pricing.discounts.monthly", "fraction", "", "0%", "Discount for a monthly commitment"),
         key("pricing.discounts.quarterly", "fraction", "", "0%", "Discount for a quarterly commitment"),
         key("pricing.discounts.annual", "fraction", "", "0%", "Discount for an annual commitment"),
+        // --- run (sim/run_model.hpp: expected days with checkpoints, failures and restarts) ---
+        key("run", "section", "", "",
+            "The whole run around the steps: checkpoint writes, failures and restarts (expected days, next to "
+            "the steady-state days)"),
+        key("run.checkpoint_bandwidth", "bandwidth", "B/s or bit/s", "5 GB/s",
+            "Sustained checkpoint write bandwidth of one node to shared storage; nodes write in parallel (5 GB/s: "
+            "an assumption, typical of one node's client throughput to a parallel file system)"),
+        key("run.gpu_mtbf", "duration", "s, min, h or d", "(Llama 3: 50677 h)",
+            "Mean time between failures of one GPU (the cluster's is this / GPUs). Default from Llama 3 (Dubey et "
+            "al. 2024, arXiv 2407.21783, Sec. 3.3.4): 419 unexpected interruptions in 54 days on 16,384 H100s, "
+            "16384 x 54 x 24 / 419 = 50,677 GPU-hours"),
+        key("run.restart", "duration", "s, min, h or d", "10 min",
+            "Time from a failure to training again: detect, reschedule, reload the checkpoint, warm up (10 min: an "
+            "assumption; Llama 3 reports most interruptions were handled automatically)"),
+        key("run.checkpoint_interval", "duration", "s, min, h or d", "",
+            "Fixed time between checkpoints; absent: the Young/Daly optimum sqrt(2 x write time x cluster MTBF)"),
         // --- plans ---
         key("plans", "list", "", "",
             "Plans to compare; each overrides the top-level sections key by key (its `model` replaces the model)"),

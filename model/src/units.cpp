@@ -99,6 +99,11 @@ Time parse_duration(std::string_view text) {
     return Time::from_seconds(s);
 }
 
+double parse_wall_seconds(std::string_view text) {
+    static constexpr std::array<Unit, 4> kWallUnits{{{"s", 1}, {"min", 60}, {"h", 3600}, {"d", 86400}}};
+    return with_unit(text, "a duration", kWallUnits);
+}
+
 double parse_count(std::string_view text) {
     auto [v, suffix] = split_number(text, "a count");
     static constexpr std::array<Unit, 6> kSuffixes{

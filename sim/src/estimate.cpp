@@ -6,6 +6,8 @@
 #include "trainsim/sim/network.hpp"
 #include "trainsim/sim/topology.hpp"
 
+#include <optional>
+
 namespace trainsim::sim {
 
 double price_per_gpu_hour(const model::Pricing& pricing) {
@@ -18,9 +20,21 @@ double price_per_gpu_hour(const model::Pricing& pricing) {
 void apply_run_model(RunEstimate& e, const model::Plan& plan, const RunModelParams& params) {
     e.run = run_time(plan, e.days_to_train, params);
     e.expected_days = e.run.expected_days;
+    e.expected_cost = e.cost * e.run.overhead_factor;
 }
 
-RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt, bool simulate_even_if_too_big) {
+AnalyticNetwork plan_network(const model::Plan& plan) {
+    TopologyOptions fabric;
+    fabric.oversubscription = plan.cluster.oversubscription;
+    fabric.nodes_per_leaf = plan.cluster.nodes_per_leaf;
+    return AnalyticNetwork(plan.hardware, plan.cluster, fabric);
+}
+
+namespace {
+
+// `graph`, `network`: built for the plan, or null to build them (only for a plan simulated).
+RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const AnalyticNetwork* network,
+                     const ExecOptions& opt, bool simulate_even_if_too_big) {
     RunEstimate e;
     e.name = plan.name;
     e.currency = plan.pricing.currency;
@@ -34,13 +48,12 @@ RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt, bool 
     e.tokens_per_step = static_cast<double>(plan.training.global_batch) * plan.training.seq_len;
     if (!e.fits && !simulate_even_if_too_big) return e;
 
-    const auto graph = model::build_workload(plan);
+    std::optional<model::OpGraph> own_graph;
+    if (graph == nullptr) graph = &own_graph.emplace(model::build_workload(plan));
+    std::optional<AnalyticNetwork> own_network;
+    if (network == nullptr) network = &own_network.emplace(plan_network(plan));
     const ComputeCost compute(plan.hardware);
-    TopologyOptions fabric;
-    fabric.oversubscription = plan.cluster.oversubscription;
-    fabric.nodes_per_leaf = plan.cluster.nodes_per_leaf;
-    const AnalyticNetwork network(plan.hardware, plan.cluster, fabric);
-    e.step = execute_step(plan, graph, compute, network, opt);
+    e.step = execute_step(plan, *graph, compute, *network, opt);
 
     const double gpus = plan.num_gpus();
     e.step_time_s = e.step->step_time.seconds();
@@ -57,8 +70,19 @@ RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt, bool 
     e.gpu_hours = seconds / 3600.0 * gpus;
     e.cost = e.gpu_hours * e.price_per_gpu_hour;
     e.cost_per_million_tokens = e.cost / (plan.training.tokens / 1e6);
-    apply_run_model(e, plan, RunModelParams{});
+    apply_run_model(e, plan, plan.run);
     return e;
+}
+
+} // namespace
+
+RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt, bool simulate_even_if_too_big) {
+    return estimate(plan, nullptr, nullptr, opt, simulate_even_if_too_big);
+}
+
+RunEstimate estimate_plan(const model::Plan& plan, const model::OpGraph& graph, const AnalyticNetwork& network,
+                          const ExecOptions& opt, bool simulate_even_if_too_big) {
+    return estimate(plan, &graph, &network, opt, simulate_even_if_too_big);
 }
 
 } // namespace trainsim::sim

@@ -6,19 +6,24 @@
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/sim/network.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <exception>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <unordered_map>
 #include <tuple>
 
 namespace trainsim::sim {
@@ -32,23 +37,38 @@ std::vector<int> divisors(int n, int max) {
     return out;
 }
 
-// Days and cost implied by a step time (the definitions of estimate_plan).
-double days_for_step(const model::Plan& p, double step_s) {
-    const double tokens_per_step = static_cast<double>(p.training.global_batch) * p.training.seq_len;
-    return p.training.tokens / tokens_per_step * step_s / 86400.0;
+// Days and cost as the search ranks and filters them (SearchOptions::basis).
+struct Metrics {
+    double days = 0;
+    double cost = 0;
+};
+
+Metrics metrics_of(const RunEstimate& e, const SearchOptions& o) {
+    return o.basis == DaysBasis::expected ? Metrics{e.expected_days, e.expected_cost}
+                                          : Metrics{e.days_to_train, e.cost};
 }
-double cost_for_days(const model::Plan& p, double days) {
-    return days * 24.0 * p.num_gpus() * price_per_gpu_hour(p.pricing);
+
+// The metrics of a plan whose step takes at least `step_s`, as lower bounds: the definitions of
+// estimate_plan (days = tokens / throughput, cost = GPU-hours x price), and for the expected basis
+// the run model's overhead factor, which depends on the plan's GPUs, nodes, parameters and run
+// settings but not on its step time. Shaved by a relative 1e-12, as the formulas here round
+// differently from estimate_plan's.
+Metrics metrics_lower_bound(const model::Plan& p, double step_s, const SearchOptions& o) {
+    const double tokens_per_step = static_cast<double>(p.training.global_batch) * p.training.seq_len;
+    const double days = p.training.tokens / tokens_per_step * step_s / 86400.0;
+    const double factor = o.basis == DaysBasis::expected ? run_time(p, 1.0, p.run).overhead_factor : 1.0;
+    const double shave = 1.0 - 1e-12;
+    return {days * factor * shave, days * 24.0 * p.num_gpus() * price_per_gpu_hour(p.pricing) * factor * shave};
 }
 
 // The ranking key: (primary, secondary) metric; ties are broken by enumeration index.
-std::pair<double, double> rank_key(const RunEstimate& e, RankBy by) {
-    return by == RankBy::days ? std::pair{e.days_to_train, e.cost} : std::pair{e.cost, e.days_to_train};
+std::pair<double, double> rank_key(const Metrics& m, RankBy by) {
+    return by == RankBy::days ? std::pair{m.days, m.cost} : std::pair{m.cost, m.days};
 }
 
-bool passes_filters(const RunEstimate& e, const SearchOptions& o) {
-    if (o.deadline_days && e.days_to_train > *o.deadline_days) return false;
-    if (o.budget && e.cost > *o.budget) return false;
+bool passes_filters(const Metrics& m, const SearchOptions& o) {
+    if (o.deadline_days && m.days > *o.deadline_days) return false;
+    if (o.budget && m.cost > *o.budget) return false;
     return true;
 }
 
@@ -140,63 +160,249 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
 
 namespace {
 
-// Per-stage sums of the nominal compute-kernel times of the plan as given.
-std::vector<double> stage_compute_sums(const model::Plan& plan) {
-    const auto graph = model::build_workload(plan);
-    const ComputeCost compute(plan.hardware);
-    std::vector<double> proto_s(graph.protos.size(), 0.0);
-    for (std::size_t i = 1; i < graph.protos.size(); ++i) {
-        const auto k = graph.protos[i].kind;
-        if (k == model::OpKind::gemm || k == model::OpKind::attention_fwd || k == model::OpKind::attention_bwd ||
-            k == model::OpKind::memory)
-            proto_s[i] = compute.cost(graph.protos[i]).seconds();
+// The least time the executor can spend on each op of a graph's representative ranks (one per
+// pipeline stage, as the search simulates them), costed exactly as the executor costs it
+// (executor.cpp): compute kernels from the profile, collectives from the network with every
+// group of the kind communicating at once, pipeline transfers point to point between the
+// representative ranks of two stages (global rank stage x stride_pp). The executor only ever
+// lengthens an op (a kernel next to communication runs slower, transfers sharing a link share
+// its bandwidth) except by rounding: when it re-rates a kernel or re-shares a link it rounds the
+// end time to whole ps, so an op can end up to half a ps early. Hence nominal - 1 ps.
+class LeastTimes {
+public:
+    LeastTimes(const model::Plan& plan, const model::OpGraph& graph, const AnalyticNetwork& network)
+        : proto_ps_(graph.protos.size(), {0, 0}), stride_pp_(model::rank_strides(plan.parallel).pp),
+          gpn_(plan.cluster.gpus_per_node) {
+        const ComputeCost compute(plan.hardware);
+        for (std::size_t i = 1; i < graph.protos.size(); ++i) {
+            const auto& p = graph.protos[i];
+            switch (p.kind) {
+            case model::OpKind::gemm:
+            case model::OpKind::attention_fwd:
+            case model::OpKind::attention_bwd:
+            case model::OpKind::memory: proto_ps_[i].fill(least(compute.cost(p))); break;
+            case model::OpKind::collective: {
+                const auto placement = placement_of(p.group, plan, graph.hsdp_shard);
+                proto_ps_[i].fill(least(network.collective(p.collective, placement, p.bytes).time));
+                break;
+            }
+            case model::OpKind::send:
+            case model::OpKind::recv:
+                // [0]: to a GPU of the same node, [1]: of another node (each only where one exists).
+                if (plan.cluster.gpus_per_node > 1) proto_ps_[i][0] = least(network.p2p(false, p.bytes));
+                if (plan.cluster.nodes > 1) proto_ps_[i][1] = least(network.p2p(true, p.bytes));
+                break;
+            }
+        }
     }
-    std::vector<double> out;
-    for (const auto& st : graph.stages) {
-        double sum = 0;
-        for (const auto& op : st.ops)
-            if (op.stream == model::Stream::compute) sum += proto_s[op.proto];
-        out.push_back(sum);
+    // ps; `stage`: the stage whose program holds `op`.
+    [[nodiscard]] std::int64_t of(std::size_t stage, const model::Op& op) const {
+        const int node = static_cast<int>(stage) * stride_pp_ / gpn_;
+        const bool cross = op.peer_stage >= 0 && op.peer_stage * stride_pp_ / gpn_ != node;
+        return proto_ps_[op.proto][cross ? 1 : 0];
+    }
+
+private:
+    static std::int64_t least(Time nominal) { return std::max<std::int64_t>(0, nominal.count_ps() - 1); }
+    std::vector<std::array<std::int64_t, 2>> proto_ps_;
+    int stride_pp_;
+    int gpn_;
+};
+
+// Per pipeline stage: the sum of the least op times (ps) of each stream, with the compute stream
+// split into its kernels ([compute]) and the collectives that block it ([kBlocking]).
+constexpr std::size_t kBlocking = model::kNumStreams;
+using StreamSums = std::vector<std::array<std::int64_t, model::kNumStreams + 1>>;
+
+StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network) {
+    const auto graph = model::build_workload(plan);
+    const LeastTimes least(plan, graph, network);
+    StreamSums out(graph.stages.size());
+    for (std::size_t s = 0; s < graph.stages.size(); ++s) {
+        out[s].fill(0);
+        for (const auto& op : graph.stages[s].ops) {
+            const bool blocking =
+                op.stream == model::Stream::compute && graph.protos[op.proto].kind == model::OpKind::collective;
+            out[s][blocking ? kBlocking : static_cast<std::size_t>(op.stream)] += least.of(s, op);
+        }
     }
     return out;
 }
 
-// Largest per-stage sum of nominal compute-kernel times for the plan as given.
-double compute_stream_bound_s(const model::Plan& plan) {
-    const auto sums = stage_compute_sums(plan);
-    return *std::max_element(sums.begin(), sums.end());
+// No stage finishes before the largest of, with s = the profile's comm_compute_slowdown:
+//   - the sum of any communication stream (a stream runs one op at a time);
+//   - C + B + max(0, A - B) x s / (1 + s), with C the compute kernels' sum, B the blocking
+//     collectives' and A the largest communication stream's sum. Why: the executor runs a kernel
+//     at 1 / (1 + s) of its speed while any communication of its rank is in flight (A at least,
+//     as a stream's ops do not overlap). Over the time the stage takes, kernels run outside
+//     communication for U0 and inside it for U1 <= A, and the compute stream is busy with blocking
+//     collectives for B: C <= U0 + U1 / (1 + s), and the stage takes at least
+//     U0 + U1 + max(B, A - U1) >= C + U1 x s / (1 + s) + max(B, A - U1), whose least over U1 is
+//     the expression above (at U1 = A - B when A > B, else U1 = 0).
+std::int64_t largest(const StreamSums& sums, double slowdown) {
+    const double slow = slowdown / (1.0 + slowdown);
+    std::int64_t best = 0;
+    for (const auto& st : sums) {
+        std::int64_t comm = 0;
+        for (std::size_t k = 0; k < model::kNumStreams; ++k)
+            if (k != static_cast<std::size_t>(model::Stream::compute)) comm = std::max(comm, st[k]);
+        const std::int64_t c = st[static_cast<std::size_t>(model::Stream::compute)], b = st[kBlocking];
+        // Rounded down to whole ps (and by 1 ps more for the floating-point product): a lower bound.
+        const auto extra = static_cast<std::int64_t>(static_cast<double>(std::max<std::int64_t>(0, comm - b)) * slow);
+        best = std::max({best, comm, c + b + std::max<std::int64_t>(0, extra - 1)});
+    }
+    return best;
 }
 
-// Per-stage compute sums for a plan with the same layout but `microbatches` micro-batches.
-std::vector<double> stage_sums(model::Plan plan, int microbatches) {
+// Stream sums for the plan's layout with `microbatches` micro-batches per step.
+StreamSums sums_with_microbatches(model::Plan plan, int microbatches, const AnalyticNetwork& network) {
     plan.training.global_batch = microbatches * plan.training.micro_batch * plan.parallel.dp;
-    return stage_compute_sums(plan);
+    return stream_sums(plan, network);
+}
+
+std::int64_t stream_bound_ps(const model::Plan& plan, const AnalyticNetwork& network) {
+    // Every micro-batch adds the same ops to a stage (its forward and backward of each chunk, with
+    // their TP / CP collectives and pipeline transfers, same shapes); the rest (optimizer, DP
+    // reductions and gathers, once-per-step casts) does not depend on the count. So each
+    // (stage, stream) sum is a + b x microbatches, exactly, in integer ps, and two small graphs
+    // give a and b (1 and 2 micro-batches; pp and 2 pp for interleaving, which needs a multiple
+    // of pp) instead of the step's full graph (gradient accumulation of hundreds of micro-batches
+    // at small dp). A difference that does not divide evenly would show the premise broken: the
+    // full graph is then summed instead. Tested against the direct sum.
+    const double slowdown = plan.hardware.comm_compute_slowdown;
+    const int m = plan.grad_accum();
+    const int m1 = plan.parallel.vp > 1 ? plan.parallel.pp : 1, m2 = 2 * m1;
+    if (m <= m2) return largest(stream_sums(plan, network), slowdown);
+    const auto s1 = sums_with_microbatches(plan, m1, network);
+    const auto s2 = sums_with_microbatches(plan, m2, network);
+    if (s1.size() != s2.size()) return largest(stream_sums(plan, network), slowdown);
+    StreamSums s = s1;
+    const std::int64_t dm = m2 - m1, steps = m - m1;
+    for (std::size_t i = 0; i < s.size(); ++i)
+        for (std::size_t k = 0; k < s[i].size(); ++k) {
+            const std::int64_t d = s2[i][k] - s1[i][k];
+            if (d < 0 || d % dm != 0) return largest(stream_sums(plan, network), slowdown);
+            s[i][k] += d / dm * steps;
+        }
+    return largest(s, slowdown);
+}
+
+// The contention-free critical path of the step (ps): every op starts as soon as the ops it
+// depends on and the op before it on its stream have ended, and a pipeline transfer once both of
+// its sides are posted, as in the executor, and takes its least time. The executor starts each
+// op under exactly these rules, and takes at least that long for each, so by induction over
+// the ops in the order they start, no op ends earlier in the executor than here: the longest
+// path bounds the step time from below. It includes what the stream sums cannot see: pipeline
+// fill and drain, and communication on the critical path. 0 if the graph cannot complete (the
+// simulation then reports the stuck ops).
+std::int64_t critical_path_ps(const model::Plan& plan, const model::OpGraph& graph, const AnalyticNetwork& network) {
+    constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+    const LeastTimes least(plan, graph, network);
+    const std::size_t stages = graph.stages.size();
+    std::vector<std::uint32_t> base(stages + 1, 0);  // global op index of a stage's first op
+    for (std::size_t s = 0; s < stages; ++s)
+        base[s + 1] = base[s] + static_cast<std::uint32_t>(graph.stages[s].ops.size());
+    const std::uint32_t n = base[stages];
+    std::vector<std::int64_t> time(n, 0);  // ready time; once the op ended, its end time
+    std::vector<std::uint32_t> waiting(n, 0), next_on_stream(n, kNone), partner(n, kNone), first_dependent(n + 1, 0);
+    std::unordered_map<std::uint64_t, std::uint32_t> unmatched;  // pipeline transfers by (src, dst, tag)
+    for (std::size_t s = 0; s < stages; ++s) {
+        const auto& prog = graph.stages[s];
+        std::array<std::uint32_t, model::kNumStreams> last;
+        last.fill(kNone);
+        for (std::uint32_t i = 0; i < prog.ops.size(); ++i) {
+            const auto& o = prog.ops[i];
+            const std::uint32_t id = base[s] + i;
+            waiting[id] = o.dep_count;
+            for (std::uint32_t d = 0; d < o.dep_count; ++d) ++first_dependent[base[s] + prog.deps[o.dep_begin + d] + 1];
+            auto& prev = last[static_cast<std::size_t>(o.stream)];
+            if (prev != kNone) {
+                next_on_stream[prev] = id;
+                ++waiting[id];
+            }
+            prev = id;
+            if (o.peer_stage >= 0) {
+                // Matched as the executor matches them: (source stage, destination stage, tag).
+                const bool is_send = graph.protos[o.proto].kind == model::OpKind::send;
+                const auto self = static_cast<std::uint64_t>(s), peer = static_cast<std::uint64_t>(o.peer_stage);
+                const std::uint64_t key = (((is_send ? self : peer) << 20 | (is_send ? peer : self)) << 24) | o.tag;
+                auto [it, fresh] = unmatched.try_emplace(key, id);
+                if (!fresh) {
+                    partner[id] = it->second;
+                    partner[it->second] = id;
+                    unmatched.erase(it);
+                }
+            }
+        }
+    }
+    for (std::uint32_t i = 0; i < n; ++i) first_dependent[i + 1] += first_dependent[i];
+    std::vector<std::uint32_t> dependents(first_dependent[n]);
+    {
+        auto fill = first_dependent;
+        for (std::size_t s = 0; s < stages; ++s) {
+            const auto& prog = graph.stages[s];
+            for (std::uint32_t i = 0; i < prog.ops.size(); ++i) {
+                const auto& o = prog.ops[i];
+                for (std::uint32_t d = 0; d < o.dep_count; ++d)
+                    dependents[fill[base[s] + prog.deps[o.dep_begin + d]]++] = base[s] + i;
+            }
+        }
+    }
+    std::vector<std::int64_t> least_ps(n);
+    for (std::size_t s = 0; s < stages; ++s)
+        for (std::uint32_t i = 0; i < graph.stages[s].ops.size(); ++i)
+            least_ps[base[s] + i] = least.of(s, graph.stages[s].ops[i]);
+
+    std::vector<std::uint32_t> ready;
+    std::vector<char> posted(n, 0);
+    for (std::uint32_t i = 0; i < n; ++i)
+        if (waiting[i] == 0) ready.push_back(i);
+    std::int64_t longest = 0;
+    std::uint32_t ended = 0;
+    auto release = [&](std::uint32_t v, std::int64_t t) {
+        time[v] = std::max(time[v], t);
+        if (--waiting[v] == 0) ready.push_back(v);
+    };
+    auto end = [&](std::uint32_t i, std::int64_t t) {
+        time[i] = t;
+        longest = std::max(longest, t);
+        ++ended;
+        for (auto k = first_dependent[i]; k < first_dependent[i + 1]; ++k) release(dependents[k], t);
+        if (next_on_stream[i] != kNone) release(next_on_stream[i], t);
+    };
+    while (!ready.empty()) {
+        const auto i = ready.back();
+        ready.pop_back();
+        const auto p = partner[i];
+        if (p == kNone) {
+            end(i, time[i] + least_ps[i]);
+            continue;
+        }
+        posted[i] = 1;
+        if (posted[p] == 0) continue;
+        const std::int64_t start = std::max(time[i], time[p]);
+        end(i, start + least_ps[i]);
+        end(p, start + least_ps[p]);
+    }
+    return ended == n ? longest : 0;
 }
 
 } // namespace
 
-double step_time_lower_bound_s(const model::Plan& plan) {
-    // Every micro-batch adds the same compute kernels to a stage (its forward and backward of each
-    // chunk, same shapes); the rest (optimizer, once-per-step casts) does not depend on the count.
-    // So a stage's compute sum is a + b x microbatches, exactly: two small graphs (pp and 2 pp
-    // micro-batches, valid for interleaving) give a and b, instead of building the step's full
-    // graph (gradient accumulation of hundreds of micro-batches at small dp). Tested against the
-    // direct sum.
-    const int m = plan.grad_accum();
-    const int m1 = plan.parallel.pp, m2 = 2 * plan.parallel.pp;
-    if (m <= m2) return compute_stream_bound_s(plan);
-    const auto s1 = stage_sums(plan, m1);
-    const auto s2 = stage_sums(plan, m2);
-    double best = 0;
-    for (std::size_t i = 0; i < s1.size(); ++i) {
-        const double b = (s2[i] - s1[i]) / (m2 - m1);
-        best = std::max(best, s1[i] + b * (m - m1));
-    }
-    // Floating-point sums in a different order: shave a relative 1e-9 so it stays a lower bound.
-    return best * (1.0 - 1e-9);
+double step_time_lower_bound_s(const model::Plan& plan, const AnalyticNetwork& network) {
+    return Time::ps(stream_bound_ps(plan, network)).seconds();
 }
 
-double step_time_lower_bound_direct_s(const model::Plan& plan) { return compute_stream_bound_s(plan); }
+double step_time_lower_bound_s(const model::Plan& plan) { return step_time_lower_bound_s(plan, plan_network(plan)); }
+
+double step_time_lower_bound_direct_s(const model::Plan& plan) {
+    return Time::ps(largest(stream_sums(plan, plan_network(plan)), plan.hardware.comm_compute_slowdown)).seconds();
+}
+
+double critical_path_lower_bound_s(const model::Plan& plan, const model::OpGraph& graph,
+                                   const AnalyticNetwork& network) {
+    return Time::ps(critical_path_ps(plan, graph, network)).seconds();
+}
 
 SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -225,9 +431,9 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     //    or all of the layer before its backward) and, for full recompute, the TP collectives of that
     //    forward, to the same op graph; every other op is unchanged, and in the executor an op never
     //    starts earlier because work was added before it on its stream. So its step time is >= the
-    //    lighter policy's, with the same GPUs and price: days and cost are >= too, and it cannot pass
-    //    a deadline or budget the lighter one fails. Enumeration puts recompute innermost, so the
-    //    variants of one layout are adjacent.
+    //    lighter policy's, with the same GPUs, price and run settings: days and cost, steady or
+    //    expected, are >= too, and it cannot pass a deadline or budget the lighter one fails.
+    //    Enumeration puts recompute innermost, so the variants of one layout are adjacent.
     auto same_layout_but_recompute = [&](const model::Plan& a, const model::Plan& b) {
         const auto& x = a.parallel;
         const auto& y = b.parallel;
@@ -255,14 +461,31 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         else cand.push_back(i);
     }
 
-    // 3. Compute lower bound on the step time of each candidate; simulate in order of the bound
-    //    and skip a plan whose bound (as days or cost) is already worse than the `top`-th accepted
-    //    plan, or already misses the deadline / budget. Why it cannot drop a listed plan: the bound
-    //    is <= the plan's simulated step time (step_time_lower_bound_s), days and cost grow with
-    //    the step time, and the threshold only falls as plans are accepted, so every plan of the
-    //    final top list has bound <= metric <= threshold at every moment and is simulated.
+    // 3. Lower bounds on the step time; simulate in order of the first and skip a plan whose bound
+    //    (as days or cost) is already worse than the `top`-th accepted plan, or already misses the
+    //    deadline / budget. Two bounds: the stream sums (step_time_lower_bound_s: cheap, from two
+    //    small graphs, for every candidate) and, once there is a threshold to beat, the critical
+    //    path of the step's graph (built anyway to simulate the plan). Why no listed plan is
+    //    dropped: each bound is <= the plan's simulated step time, days and cost grow with the step
+    //    time, and the threshold only falls as plans are accepted, so every plan of the final top
+    //    list has bound <= metric <= threshold at every moment and is simulated.
+    //    One network per cluster shape: its topology and its cache of solved collectives serve
+    //    every plan on that cluster (the cache holds pure functions of the topology, so a plan's
+    //    costs are those of a network of its own; the cache is thread-safe).
+    std::map<std::pair<int, int>, std::unique_ptr<AnalyticNetwork>> networks;
+    auto cluster_key = [](const model::Plan& p) { return std::pair{p.cluster.nodes, p.cluster.gpus_per_node}; };
+    for (std::size_t i : cand) {
+        auto& n = networks[cluster_key(all[i])];
+        if (!n) n = std::make_unique<AnalyticNetwork>(plan_network(all[i]));
+    }
+    auto network_of = [&](const model::Plan& p) -> const AnalyticNetwork& { return *networks.at(cluster_key(p)); };
+
     std::vector<double> lb(cand.size(), 0.0);
-    if (opt.prune) parallel_for(cand.size(), threads, [&](std::size_t c) { lb[c] = step_time_lower_bound_s(all[cand[c]]); });
+    if (opt.prune)
+        parallel_for(cand.size(), threads, [&](std::size_t c) {
+            const auto& p = all[cand[c]];
+            lb[c] = step_time_lower_bound_s(p, network_of(p));
+        });
     std::vector<std::size_t> order(cand.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     if (opt.prune)
@@ -272,54 +495,66 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     std::vector<std::pair<std::pair<double, double>, std::size_t>> accepted_keys;  // sorted, at most `top`
     std::vector<std::optional<RunEstimate>> est(cand.size());
     std::size_t done = 0;
-    std::atomic<std::size_t> pruned_bound{0}, simulated{0}, filtered{0};
+    std::atomic<std::size_t> pruned_bound{0}, pruned_critical_path{0}, simulated{0}, filtered{0};
     auto report = [&] {
         ++done;
         if (opt.progress) opt.progress(done, cand.size());
     };
+    // Whether a plan whose metrics are at least `m` can no longer be listed. Call under `mu`.
+    auto hopeless = [&](const Metrics& m) {
+        if (!passes_filters(m, opt)) return true;
+        return accepted_keys.size() >= top &&
+               (opt.rank == RankBy::days ? m.days : m.cost) > accepted_keys.back().first.first;
+    };
+    auto has_threshold = [&] { return accepted_keys.size() >= top || opt.deadline_days || opt.budget; };
     parallel_for(order.size(), threads, [&](std::size_t k) {
         const std::size_t c = order[k];
         const model::Plan& p = all[cand[c]];
+        bool check_path = false;
         if (opt.prune) {
-            const double days_lb = days_for_step(p, lb[c]);
-            const double cost_lb = cost_for_days(p, days_lb);
-            bool skip = (opt.deadline_days && days_lb > *opt.deadline_days) || (opt.budget && cost_lb > *opt.budget);
-            {
-                std::lock_guard lock(mu);
-                if (!skip && accepted_keys.size() >= top) {
-                    const double bound = opt.rank == RankBy::days ? days_lb : cost_lb;
-                    skip = bound > accepted_keys.back().first.first;
-                }
-                if (skip) {
-                    ++pruned_bound;
-                    report();
-                    return;
-                }
+            const Metrics m = metrics_lower_bound(p, lb[c], opt);
+            std::lock_guard lock(mu);
+            if (hopeless(m)) {
+                ++pruned_bound;
+                report();
+                return;
+            }
+            check_path = has_threshold();
+        }
+        const auto graph = model::build_workload(p);
+        if (check_path) {
+            const double path_s = critical_path_lower_bound_s(p, graph, network_of(p));
+            const Metrics m = metrics_lower_bound(p, path_s, opt);
+            std::lock_guard lock(mu);
+            if (hopeless(m)) {
+                ++pruned_critical_path;
+                report();
+                return;
             }
         }
-        auto e = estimate_plan(p);
+        auto e = estimate_plan(p, graph, network_of(p));
         ++simulated;
         std::lock_guard lock(mu);
-        if (e.fits && e.step && passes_filters(e, opt)) {
-            accepted_keys.emplace_back(rank_key(e, opt.rank), cand[c]);
+        if (e.fits && e.step && passes_filters(metrics_of(e, opt), opt)) {
+            accepted_keys.emplace_back(rank_key(metrics_of(e, opt), opt.rank), cand[c]);
             std::sort(accepted_keys.begin(), accepted_keys.end());
             if (accepted_keys.size() > top) accepted_keys.pop_back();
-            est[c] = std::move(e);
         } else {
             ++filtered;
-            est[c] = std::move(e);
         }
+        est[c] = std::move(e);
         report();
     });
     st.pruned_bound = pruned_bound;
+    st.pruned_critical_path = pruned_critical_path;
     st.simulated = simulated;
     st.filtered = filtered;
 
     // 4. Rank every accepted plan (not just the running top list) by (metric, enumeration index).
     std::vector<std::pair<std::pair<double, double>, std::size_t>> ranked;
     for (std::size_t c = 0; c < cand.size(); ++c)
-        if (est[c] && est[c]->fits && est[c]->step && passes_filters(*est[c], opt))
-            ranked.emplace_back(rank_key(*est[c], opt.rank), c);
+        if (est[c] && est[c]->fits && est[c]->step && passes_filters(metrics_of(*est[c], opt), opt))
+            ranked.emplace_back(rank_key(metrics_of(*est[c], opt), opt.rank), c);
     std::sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
         return std::tie(a.first, cand[a.second]) < std::tie(b.first, cand[b.second]);
     });

@@ -83,7 +83,7 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
     if (!e.fits || !e.step) {
         for (const char* k : {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
                               "mfu_noncausal", "mfu_vs_bf16_peak", "days_to_train", "expected_days", "gpu_hours", "cost",
-                              "cost_per_million_tokens"})
+                              "expected_cost", "cost_per_million_tokens"})
             j[k] = nullptr;
         j["reason"] = fmt::format("needs {:.1f} GiB per GPU on pipeline stage {}, the GPU has {:.1f} GiB",
                                   to_gib(e.memory.total()), e.memory.stage, to_gib(e.capacity));
@@ -109,6 +109,7 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
                     {"first_order_valid", e.run.first_order_valid}};
     j["gpu_hours"] = e.gpu_hours;
     j["cost"] = e.cost;
+    j["expected_cost"] = e.expected_cost;  // cost x run.overhead_factor
     j["cost_per_million_tokens"] = e.cost_per_million_tokens;
     j["breakdown"] = breakdown_json(e.step->breakdown);
     j["critical_stage"] = e.step->critical_stage;

@@ -103,6 +103,9 @@ private:
 [[nodiscard]] Bandwidth parse_bandwidth(std::string_view text);
 [[nodiscard]] FlopRate parse_flop_rate(std::string_view text);
 [[nodiscard]] Time parse_duration(std::string_view text);
+// A wall-clock span of a whole run (checkpoint interval, mean time between failures), any length,
+// in seconds: "30 s", "10 min", "50677 h", "2 d".
+[[nodiscard]] double parse_wall_seconds(std::string_view text);
 // A count with an optional SI suffix: "1T" = 1e12, "500B" = 5e11, "40M", "8k", or a plain number.
 [[nodiscard]] double parse_count(std::string_view text);
 // A fraction written as a percentage ("15%") or a plain number in [0, 1].

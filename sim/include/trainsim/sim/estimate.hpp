@@ -5,6 +5,7 @@
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/scenario.hpp"
 #include "trainsim/sim/executor.hpp"
+#include "trainsim/sim/network.hpp"
 #include "trainsim/sim/run_model.hpp"
 
 #include <optional>
@@ -32,10 +33,11 @@ struct RunEstimate {
     double peak_tflops = 0;              // the peak MFU is measured against
     double steps = 0;
     double days_to_train = 0;            // steady state: tokens / throughput
-    // Wall clock with checkpoints, failures and restarts (run_model.hpp; default parameters unless
-    // the caller re-applies its own with apply_run_model).
+    // Wall clock with checkpoints, failures and restarts (run_model.hpp; the plan's run settings
+    // unless the caller re-applies others with apply_run_model).
     RunTime run;
     double expected_days = 0;
+    double expected_cost = 0;            // cost x run.overhead_factor: GPUs paid for the whole wall clock
     double gpu_hours = 0;
     double price_per_gpu_hour = 0;       // after the commitment discount
     double cost = 0;
@@ -52,10 +54,19 @@ inline constexpr double kGpusPerMachine = 8.0;
 
 // Evaluates one plan: memory first; simulates the step only if it fits (or, for validating
 // against runs that were measured, when asked to simulate regardless).
-// Recomputes e.run and e.expected_days with these run parameters (e must have been simulated).
+// Recomputes e.run, e.expected_days and e.expected_cost with these run parameters (e must have
+// been simulated).
 void apply_run_model(RunEstimate& e, const model::Plan& plan, const RunModelParams& params);
 
 [[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt = {},
                                         bool simulate_even_if_too_big = false);
+// The same with the step's op graph and a network already built (plan search: one topology and
+// one collective cache shared by every plan of a cluster; the costs are those of a fresh network).
+// Preconditions: graph = build_workload(plan); network built for plan.cluster (plan_network).
+[[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const model::OpGraph& graph,
+                                        const AnalyticNetwork& network, const ExecOptions& opt = {},
+                                        bool simulate_even_if_too_big = false);
+// The network estimate_plan builds for a plan's cluster.
+[[nodiscard]] AnalyticNetwork plan_network(const model::Plan& plan);
 
 } // namespace trainsim::sim

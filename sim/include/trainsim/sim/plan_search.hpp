@@ -5,6 +5,7 @@
 #include "trainsim/model/errors.hpp"
 #include "trainsim/model/scenario.hpp"
 #include "trainsim/sim/estimate.hpp"
+#include "trainsim/sim/network.hpp"
 
 #include <cstddef>
 #include <functional>
@@ -21,6 +22,11 @@ public:
 };
 
 enum class RankBy { days, cost };
+
+// Which days (and cost) the ranking, the deadline and the budget use: the steady state (tokens /
+// throughput), or the expected wall clock with checkpoints, failures and restarts (the plan's run
+// settings; cost then pays for the GPUs over that whole wall clock).
+enum class DaysBasis { steady, expected };
 
 // What is enumerated. Degrees follow Megatron-LM's rules (check_layout has the last word):
 //   tp: divisors of gpus_per_node that divide the attention heads;
@@ -43,12 +49,13 @@ struct SearchSpace {
 struct SearchOptions {
     SearchSpace space;
     RankBy rank = RankBy::days;
-    std::optional<double> deadline_days;  // keep plans whose steady-state days <= this
-    std::optional<double> budget;         // keep plans whose cost <= this (plan currency)
+    DaysBasis basis = DaysBasis::steady;
+    std::optional<double> deadline_days;  // keep plans whose days (on `basis`) <= this
+    std::optional<double> budget;         // keep plans whose total cost (on `basis`) <= this (plan currency)
     std::size_t top = 10;                 // plans returned (ranked); the pruning keeps these exact
     unsigned threads = 0;                 // 0: std::thread::hardware_concurrency()
-    // Provable pruning (dominated recompute policies, compute lower bound); false simulates every
-    // plan that fits (for tests of the pruning and for --no-prune).
+    // Provable pruning (dominated recompute policies, stream-sum and critical-path lower bounds);
+    // false simulates every plan that fits (for tests of the pruning and for --no-prune).
     bool prune = true;
     // Called from worker threads (serialised) as plans are evaluated: (done, total).
     std::function<void(std::size_t, std::size_t)> progress;
@@ -59,7 +66,8 @@ struct SearchStats {
     std::size_t invalid = 0;            // rejected by check_layout
     std::size_t does_not_fit = 0;       // rejected by the memory model
     std::size_t pruned_dominated = 0;   // a lighter recompute policy of the same layout fits
-    std::size_t pruned_bound = 0;       // compute lower bound already worse than the top plans
+    std::size_t pruned_bound = 0;       // stream-sum lower bound already worse than the top plans
+    std::size_t pruned_critical_path = 0;  // critical-path lower bound already worse than the top plans
     std::size_t simulated = 0;
     std::size_t filtered = 0;           // simulated but over the deadline or budget
     double seconds = 0;
@@ -82,13 +90,24 @@ struct SearchResult {
 // The search. Deterministic: the same request gives the same ranked list whatever the thread count.
 [[nodiscard]] SearchResult search_plans(const model::Plan& base, const SearchOptions& opt);
 
-// A lower bound on the step time of a plan that passes check_layout: the largest, over pipeline
-// stages, sum of the nominal compute-kernel times of one rank's compute stream (the executor
-// runs them one at a time and only ever slows them down).
+// A lower bound on the step time of a plan that passes check_layout, from the sums of the nominal
+// op times of each stream of one rank per stage (compute kernels, the TP collectives that block
+// the compute stream, CP exchanges, DP reductions and gathers, pipeline transfers): the executor
+// runs a stream's ops one at a time and only ever slows an op down (compute next to
+// communication, transfers sharing a link). The compute stream's bound counts the kernels that
+// must run slowed next to communication (plan_search.cpp, `largest`).
 // Computed from two small graphs and extrapolated linearly in the micro-batch count (exact).
+// `network`: built for plan.cluster (plan_network); without it, one is built.
+[[nodiscard]] double step_time_lower_bound_s(const model::Plan& plan, const AnalyticNetwork& network);
 [[nodiscard]] double step_time_lower_bound_s(const model::Plan& plan);
 // The same from the step's full graph (for tests of the extrapolation).
 [[nodiscard]] double step_time_lower_bound_direct_s(const model::Plan& plan);
+// A tighter lower bound from the step's full graph: its contention-free critical path (each op
+// starts when the executor would start it, with nothing slowed down). It sees the pipeline fill
+// and drain and exposed communication. 0 if the graph cannot complete.
+// Preconditions: graph = build_workload(plan); network built for plan.cluster (plan_network).
+[[nodiscard]] double critical_path_lower_bound_s(const model::Plan& plan, const model::OpGraph& graph,
+                                                 const AnalyticNetwork& network);
 
 // "Why the best wins": how the winner differs from the runner-up, step-breakdown category by
 // category (largest differences first). Both must have been simulated.

@@ -18,22 +18,11 @@
 
 namespace trainsim::sim {
 
-// Llama 3 (Dubey et al. 2024, arXiv 2407.21783, Sec. 3.3.4): 419 unexpected interruptions in a
-// 54-day snapshot of pre-training on 16,384 H100 GPUs, i.e. a per-GPU MTBF of
-// 16384 x 54 x 24 / 419 = 50,677 GPU-hours (every interruption blamed on one GPU-equivalent).
-inline constexpr double kLlama3GpuMtbfHours = 16384.0 * 54.0 * 24.0 / 419.0;
+using model::kLlama3GpuMtbfHours;
 
-struct RunModelParams {
-    // Sustained checkpoint write bandwidth of one node to shared storage (5 GB/s: an assumption,
-    // typical of one node's client throughput to a parallel file system; nodes write in parallel).
-    model::Bandwidth checkpoint_bandwidth_per_node = model::gb_per_s(5);
-    double gpu_mtbf_hours = kLlama3GpuMtbfHours;
-    // Time from a failure to training again: detect, reschedule, reload the checkpoint, warm up
-    // (10 min: an assumption; Llama 3 reports most interruptions were handled automatically).
-    double restart_s = 600;
-    // Fixed checkpoint interval instead of the Young/Daly optimum.
-    std::optional<double> checkpoint_interval_s;
-};
+// The run's parameters (a plan's `run` section: checkpoint write bandwidth per node, MTBF per GPU,
+// restart time, optional fixed checkpoint interval). Defaults and sources: scenario_keys.cpp.
+using RunModelParams = model::RunSettings;
 
 struct RunTime {
     double checkpoint_bytes = 0;     // parameters x (2 B BF16 weights + 12 B FP32 master, Adam m, v)
