@@ -3,10 +3,14 @@
 #include "trainsim/model/loader.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/estimate.hpp"
+#include "trainsim/sim/html_report.hpp"
 #include "trainsim/sim/network.hpp"
+#include "trainsim/sim/output_file.hpp"
 #include "trainsim/sim/plan_search.hpp"
 #include "trainsim/sim/topology.hpp"
 #include "trainsim/sim/report.hpp"
+#include "trainsim/sim/scaling.hpp"
+#include "trainsim/sim/trace.hpp"
 #include "trainsim/sim/validate.hpp"
 #include "trainsim/model/validation_set.hpp"
 
@@ -48,6 +52,7 @@ struct Common {
     std::string profile;
     bool json = false;
     bool all_ranks = false;
+    std::string trace;  // simulate --trace
 };
 
 void add_common(CLI::App* cmd, Common& c) {
@@ -66,23 +71,85 @@ model::Scenario load(const Common& c) {
     return model::load_scenario(c.file, opts);
 }
 
-int run_plans(const Common& c, bool side_by_side) {
-    const auto scenario = load(c);
-    ExecOptions opt;
-    opt.all_ranks = c.all_ranks;
-    std::vector<PlanResult> results;
-    bool all_fit = true;
-    for (const auto& plan : scenario.plans) {
-        results.push_back({&plan, estimate_plan(plan, opt)});
-        all_fit = all_fit && results.back().estimate.fits;
-    }
+void print_results(const Common& c, const model::Scenario& scenario, const std::vector<PlanResult>& results,
+                   bool side_by_side) {
     if (c.json) {
         std::cout << results_json(results).dump(2) << "\n";
-    } else {
-        if (!scenario.title.empty()) std::cout << scenario.title << "\n\n";
-        if (side_by_side && results.size() > 1) std::cout << format_comparison(results) << "\n";
-        for (const auto& r : results) std::cout << format_plan(*r.plan, r.estimate) << "\n";
+        return;
     }
+    if (!scenario.title.empty()) std::cout << scenario.title << "\n\n";
+    if (side_by_side && results.size() > 1) std::cout << format_comparison(results) << "\n";
+    for (const auto& r : results) std::cout << format_plan(*r.plan, r.estimate) << "\n";
+}
+
+// --trace out.json: one plan writes out.json; several write out.1.json, out.2.json ... in the
+// scenario's plan order (docs/report.md).
+fs::path trace_path(const fs::path& base, std::size_t index, std::size_t count) {
+    if (count == 1) return base;
+    fs::path p = base;
+    p.replace_filename(fmt::format("{}.{}{}", base.stem().string(), index + 1, base.extension().string()));
+    return p;
+}
+
+void write_trace(const Common& c, const model::Plan& plan, RunEstimate& e, const fs::path& path) {
+    if (!e.step) {
+        std::cerr << fmt::format("trainsim: '{}' does not fit in memory: no trace written to {}\n", plan.name,
+                                 path.string());
+        return;
+    }
+    const auto graph = model::build_workload(plan);
+    write_file_atomically(path, "--trace",
+                          [&](std::ostream& os) { write_chrome_trace(os, plan, graph, *e.step, c.file); });
+    std::cerr << fmt::format("trainsim: trace of '{}' ({} ops on {} ranks) written to {}\n", plan.name,
+                             e.step->trace.size(), e.step->simulated_ranks, path.string());
+    e.step->trace = {};  // a large plan's trace need not stay in memory
+}
+
+std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& scenario, bool& all_fit) {
+    ExecOptions opt;
+    opt.all_ranks = c.all_ranks;
+    opt.record_trace = !c.trace.empty();
+    std::vector<PlanResult> results;
+    all_fit = true;
+    for (std::size_t i = 0; i < scenario.plans.size(); ++i) {
+        const auto& plan = scenario.plans[i];
+        results.push_back({&plan, estimate_plan(plan, opt)});
+        all_fit = all_fit && results.back().estimate.fits;
+        if (opt.record_trace)
+            write_trace(c, plan, results.back().estimate, trace_path(c.trace, i, scenario.plans.size()));
+    }
+    return results;
+}
+
+int run_plans(const Common& c, bool side_by_side) {
+    const auto scenario = load(c);
+    bool all_fit = true;
+    const auto results = simulate_plans(c, scenario, all_fit);
+    print_results(c, scenario, results, side_by_side);
+    return all_fit ? kExitOk : kExitDoesNotFit;
+}
+
+// ---- trainsim report (docs/report.md) ----
+
+struct ReportArgs {
+    std::string html;
+    std::vector<int> scaling_gpus = default_scaling_gpu_counts();
+    bool no_scaling = false;
+};
+
+int run_report(const Common& c, const ReportArgs& a) {
+    const auto scenario = load(c);
+    bool all_fit = true;
+    const auto results = simulate_plans(c, scenario, all_fit);
+    std::vector<ScalingSeries> scaling;
+    if (!a.no_scaling) {
+        std::vector<const model::Plan*> plans;
+        for (const auto& p : scenario.plans) plans.push_back(&p);
+        scaling = data_parallel_scaling(plans, a.scaling_gpus);
+    }
+    const std::string page = html_report(scenario.title, c.file, results, scaling);
+    write_file_atomically(a.html, "--html", [&](std::ostream& os) { os << page; });
+    print_results(c, scenario, results, true);
     return all_fit ? kExitOk : kExitDoesNotFit;
 }
 
@@ -313,9 +380,11 @@ struct PlanArgs {
     bool json = false;
     bool csv = false;
     bool quiet = false;
-    std::string checkpoint_bandwidth = "5 GB/s";
-    double gpu_mtbf_hours = kLlama3GpuMtbfHours;
-    double restart_minutes = 10;
+    std::string days = "steady";  // steady | expected: the days (and cost) ranked and filtered
+    // Override the scenario's run.* settings (the key table's defaults without a scenario).
+    std::optional<std::string> checkpoint_bandwidth;
+    std::optional<double> gpu_mtbf_hours;
+    std::optional<double> restart_minutes;
 };
 
 [[noreturn]] void plan_arg_error(const std::string& key, const std::string& msg) {
@@ -371,7 +440,7 @@ std::string csv_cell(const std::string& v) {
 int run_plan_search(const PlanArgs& a) {
     if (a.json && a.csv) plan_arg_error("--csv", "--json and --csv are exclusive");
     if (a.top < 1) plan_arg_error("--top", "must be at least 1");
-    const model::Plan base = plan_base(a);
+    model::Plan base = plan_base(a);
     SearchOptions o;
     o.space.gpu_counts = a.gpus;
     o.space.max_micro_batch = a.max_micro_batch;
@@ -387,17 +456,27 @@ int run_plan_search(const PlanArgs& a) {
     else plan_arg_error("--rank", fmt::format("unknown ranking '{}' (days, cost)", a.rank));
     if (a.deadline_days && !(*a.deadline_days > 0)) plan_arg_error("--deadline-days", "must be positive");
     if (a.budget && !(*a.budget > 0)) plan_arg_error("--budget", "must be positive");
-    RunModelParams run;
-    try {
-        run.checkpoint_bandwidth_per_node = model::parse_bandwidth(a.checkpoint_bandwidth);
-    } catch (const model::UnitError& e) {
-        plan_arg_error("--checkpoint-bandwidth", e.what());
+    if (a.days == "steady") o.basis = DaysBasis::steady;
+    else if (a.days == "expected") o.basis = DaysBasis::expected;
+    else plan_arg_error("--days", fmt::format("unknown days '{}' (steady, expected)", a.days));
+    auto& run = base.run;  // every searched plan copies the base plan's run settings
+    if (a.checkpoint_bandwidth) {
+        try {
+            run.checkpoint_bandwidth_per_node = model::parse_bandwidth(*a.checkpoint_bandwidth);
+        } catch (const model::UnitError& e) {
+            plan_arg_error("--checkpoint-bandwidth", e.what());
+        }
+        if (!(run.checkpoint_bandwidth_per_node.value() > 0))
+            plan_arg_error("--checkpoint-bandwidth", "must be positive");
     }
-    if (!(run.checkpoint_bandwidth_per_node.value() > 0)) plan_arg_error("--checkpoint-bandwidth", "must be positive");
-    if (!(a.gpu_mtbf_hours > 0)) plan_arg_error("--gpu-mtbf-hours", "must be positive");
-    if (!(a.restart_minutes >= 0)) plan_arg_error("--restart-minutes", "must be >= 0");
-    run.gpu_mtbf_hours = a.gpu_mtbf_hours;
-    run.restart_s = a.restart_minutes * 60.0;
+    if (a.gpu_mtbf_hours) {
+        if (!(*a.gpu_mtbf_hours > 0)) plan_arg_error("--gpu-mtbf-hours", "must be positive");
+        run.gpu_mtbf_hours = *a.gpu_mtbf_hours;
+    }
+    if (a.restart_minutes) {
+        if (!(*a.restart_minutes >= 0)) plan_arg_error("--restart-minutes", "must be >= 0");
+        run.restart_s = *a.restart_minutes * 60.0;
+    }
 
     const bool bar = !a.quiet && isatty(STDERR_FILENO) != 0;
     if (bar) {
@@ -413,7 +492,6 @@ int run_plan_search(const PlanArgs& a) {
     }
     auto res = search_plans(base, o);
     if (bar) std::cerr << "\n";
-    for (auto& r : res.plans) apply_run_model(r.estimate, r.plan, run);
 
     if (a.json || a.csv) {
         nlohmann::json arr = nlohmann::json::array();
@@ -423,9 +501,11 @@ int run_plan_search(const PlanArgs& a) {
             nlohmann::json j{{"plans", arr},
                              {"search", {{"enumerated", s.enumerated}, {"invalid", s.invalid},
                                          {"does_not_fit", s.does_not_fit}, {"pruned_dominated", s.pruned_dominated},
-                                         {"pruned_bound", s.pruned_bound}, {"simulated", s.simulated},
+                                         {"pruned_bound", s.pruned_bound},
+                                         {"pruned_critical_path", s.pruned_critical_path}, {"simulated", s.simulated},
                                          {"filtered", s.filtered}, {"seconds", s.seconds},
-                                         {"rank", o.rank == RankBy::days ? "days" : "cost"}}}};
+                                         {"rank", o.rank == RankBy::days ? "days" : "cost"},
+                                         {"days", a.days}}}};
             std::cout << j.dump(2) << "\n";
         } else {
             std::vector<std::string> header;
@@ -450,23 +530,27 @@ int run_plan_search(const PlanArgs& a) {
                              base.hardware.name, model::to_string(base.precision), base.training.tokens,
                              base.training.global_batch, base.training.seq_len);
     std::cout << fmt::format("searched {} layouts in {:.1f} s: {} invalid, {} do not fit, {} dominated recompute, "
-                             "{} pruned by the compute bound, {} simulated{}\n",
+                             "{} pruned by the stream bound, {} by the critical path, {} simulated{}\n",
                              s.enumerated, s.seconds, s.invalid, s.does_not_fit, s.pruned_dominated, s.pruned_bound,
-                             s.simulated, s.filtered ? fmt::format(", {} over the deadline/budget", s.filtered) : "");
-    if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days (steady state)\n", *a.deadline_days);
-    if (a.budget) std::cout << fmt::format("budget: {:g} {}\n", *a.budget, base.pricing.currency);
-    std::cout << fmt::format("ranked by {}\n\n", o.rank == RankBy::days ? "days to train" : "cost");
+                             s.pruned_critical_path, s.simulated,
+                             s.filtered ? fmt::format(", {} over the deadline/budget", s.filtered) : "");
+    const bool expected = o.basis == DaysBasis::expected;
+    const char* basis = expected ? "expected: checkpoints, failures, restarts" : "steady state";
+    if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days ({})\n", *a.deadline_days, basis);
+    if (a.budget) std::cout << fmt::format("budget: {:g} {} total ({})\n", *a.budget, base.pricing.currency, basis);
+    std::cout << fmt::format("ranked by {} ({})\n\n", o.rank == RankBy::days ? "days to train" : "total cost", basis);
     if (res.plans.empty()) {
         std::cout << "no plan fits in memory and meets the constraints\n";
         return kExitDoesNotFit;
     }
     std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>12} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
-                             "days", "exp.days", "cost", "tok/s/GPU", "MFU", "mem GiB");
+                             "days", "exp.days", expected ? "exp.cost" : "cost", "tok/s/GPU", "MFU", "mem GiB");
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
         std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12.0f} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
-                                 r.plan.num_gpus(), layout_label(r.plan), e.days_to_train, e.expected_days, e.cost,
+                                 r.plan.num_gpus(), layout_label(r.plan), e.days_to_train, e.expected_days,
+                                 expected ? e.expected_cost : e.cost,
                                  e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
     }
     std::cout << "\nbest plan:\n" << format_plan(res.plans.front().plan, res.plans.front().estimate);
@@ -488,8 +572,22 @@ int run_cli(int argc, char** argv) {
     Common sim_args, cmp_args, exp_args;
     auto* simulate = app.add_subcommand("simulate", "simulate every plan of a scenario and report each in detail");
     add_common(simulate, sim_args);
+    simulate->add_option("--trace", sim_args.trace,
+                         "write the simulated step as a Chrome/Perfetto trace (several plans: FILE.1.json, "
+                         "FILE.2.json ...)");
     auto* compare = app.add_subcommand("compare", "simulate a scenario's plans and show them side by side");
     add_common(compare, cmp_args);
+    Common rep_args;
+    ReportArgs rep_opts;
+    auto* report_cmd = app.add_subcommand("report", "write a self-contained HTML report of a scenario (and print what "
+                                                "compare prints)");
+    add_common(report_cmd, rep_args);
+    report_cmd->add_option("--html", rep_opts.html, "the HTML file to write")->required();
+    report_cmd->add_option("--scaling-gpus", rep_opts.scaling_gpus,
+                           "GPU counts of the scaling chart (default 8,16,...,1024)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 1 << 20));
+    report_cmd->add_flag("--no-scaling", rep_opts.no_scaling, "leave the scaling chart out");
     auto* keys = app.add_subcommand("keys", "list every scenario key with its type, unit, default and description");
     bool markdown = false;
     keys->add_flag("--markdown", markdown, "as a Markdown table (docs/scenario-keys.md)");
@@ -554,9 +652,16 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_flag("--try-without-sp", plan_args.try_without_sp, "also try tp > 1 without sequence parallelism");
     plan_cmd->add_flag("--no-prune", plan_args.no_prune, "simulate every plan that fits (no dominance / bound pruning)");
     plan_cmd->add_option("--threads", plan_args.threads, "worker threads (default: all cores)");
-    plan_cmd->add_option("--checkpoint-bandwidth", plan_args.checkpoint_bandwidth, "checkpoint write bandwidth per node (default 5 GB/s)");
-    plan_cmd->add_option("--gpu-mtbf-hours", plan_args.gpu_mtbf_hours, "mean time between failures of one GPU (default: Llama 3's 50,677 h)");
-    plan_cmd->add_option("--restart-minutes", plan_args.restart_minutes, "time lost per restart besides lost work (default 10)");
+    plan_cmd->add_option("--days", plan_args.days,
+                         "steady | expected: days (and cost) ranked and held to --deadline-days / --budget, "
+                         "steady state or with checkpoints, failures and restarts (default steady)");
+    plan_cmd->add_option("--checkpoint-bandwidth", plan_args.checkpoint_bandwidth,
+                         "checkpoint write bandwidth per node (default: the scenario's run.checkpoint_bandwidth, "
+                         "5 GB/s)");
+    plan_cmd->add_option("--gpu-mtbf-hours", plan_args.gpu_mtbf_hours,
+                         "mean time between failures of one GPU (default: run.gpu_mtbf, Llama 3's 50,677 h)");
+    plan_cmd->add_option("--restart-minutes", plan_args.restart_minutes,
+                         "time lost per restart besides lost work (default: run.restart, 10 min)");
     plan_cmd->add_flag("--json", plan_args.json, "print {\"plans\": [...]} as JSON");
     plan_cmd->add_flag("--csv", plan_args.csv, "print the plans as CSV");
     plan_cmd->add_flag("--quiet,-q", plan_args.quiet, "no progress bar");
@@ -569,6 +674,7 @@ int run_cli(int argc, char** argv) {
     }
     if (*simulate) return run_plans(sim_args, false);
     if (*compare) return run_plans(cmp_args, true);
+    if (*report_cmd) return run_report(rep_args, rep_opts);
     if (*keys) return print_keys(markdown);
     if (*expl) return explain(exp_args);
     if (*topo) return print_topology(topo_args, topo_fabric, topo_dot);

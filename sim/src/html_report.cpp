@@ -1,0 +1,689 @@
+#include "trainsim/sim/html_report.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+#include <string_view>
+
+namespace trainsim::sim {
+
+using model::to_gib;
+using nlohmann::json;
+
+namespace {
+
+// ---- text ----
+
+std::string esc(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        switch (c) {
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            case '\'':
+                out += "&#39;";
+                break;
+            default:
+                out += c;
+        }
+    }
+    return out;
+}
+
+// 1234567.8 -> "1,234,568" (decimals 0) or "1,234,567.80" (decimals 2).
+std::string grouped(double v, int decimals) {
+    const std::string s = fmt::format("{:.{}f}", v, decimals);
+    const std::size_t begin = (!s.empty() && s[0] == '-') ? 1 : 0;
+    const std::size_t dot = s.find('.');
+    const std::size_t end = dot == std::string::npos ? s.size() : dot;
+    std::string out = s.substr(0, begin);
+    for (std::size_t i = begin; i < end; ++i) {
+        out += s[i];
+        const std::size_t left = end - i - 1;
+        if (left > 0 && left % 3 == 0) out += ',';
+    }
+    out += s.substr(end);
+    return out;
+}
+
+std::string axis_num(double v) {
+    return std::fabs(v) >= 1000 ? grouped(v, 0) : fmt::format("{:g}", v);
+}
+
+// JSON inside <script type="application/json">: "<" only occurs inside strings, where \u003c
+// is the same character, so "</script>" in a plan name cannot end the block.
+std::string script_json(const json& j) {
+    const std::string s = j.dump(2);
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        if (c == '<')
+            out += "\\u003c";
+        else
+            out += c;
+    }
+    return out;
+}
+
+// Tableau 10: distinguishable, and readable by most colour-blind viewers.
+constexpr std::string_view kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                         "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+std::string color(std::size_t i) {
+    return std::string(kPalette[i % std::size(kPalette)]);
+}
+
+// A round tick step (1, 2 or 5 x 10^k) giving about `target` intervals over [0, range].
+double nice_step(double range, int target) {
+    if (!(range > 0)) return 1;
+    const double raw = range / target;
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    const double f = raw / mag;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+}
+
+constexpr double kWidth = 960;
+
+struct LegendItem {
+    std::string label;
+    std::string color;
+    bool dashed = false; // a line, not a swatch
+};
+
+// Legend items in rows that wrap at the chart width; returns the height used.
+double legend(std::string& s, const std::vector<LegendItem>& items, double y0) {
+    // About 7 px per character at 12 px; a label longer than a row is cut (full text on hover).
+    constexpr std::size_t max_chars = static_cast<std::size_t>((kWidth - 24 - 44) / 7);
+    double x = 12, y = y0;
+    for (const auto& it : items) {
+        const bool cut = it.label.size() > max_chars;
+        std::size_t keep = max_chars - 3;
+        while (cut && keep > 0 && (static_cast<unsigned char>(it.label[keep]) & 0xC0) == 0x80) --keep; // UTF-8
+        const std::string shown = cut ? fmt::format("{}...", it.label.substr(0, keep)) : it.label;
+        const double w = 26 + 7.0 * static_cast<double>(shown.size()) + 18;
+        if (x + w > kWidth - 12 && x > 12) {
+            x = 12;
+            y += 20;
+        }
+        if (it.dashed)
+            s += fmt::format(
+                "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\" "
+                "stroke-dasharray=\"5 3\"/>",
+                x, y + 7, x + 18, y + 7, it.color);
+        else
+            s +=
+                fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"14\" fill=\"{}\"/>", x, y, it.color);
+        s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}{}</text>", x + 22, y + 11, esc(shown),
+                         cut ? fmt::format("<title>{}</title>", esc(it.label)) : "");
+        x += w;
+    }
+    return y + 20 - y0;
+}
+
+// ---- horizontal stacked bars (step breakdown, memory, days, cost) ----
+
+struct BarRow {
+    std::string label;
+    std::vector<double> values;   // one per segment; empty: no bar, `note` instead
+    std::optional<double> marker; // a vertical mark on the bar (HBM capacity, expected days)
+    std::string value_text;       // after the bar
+    std::string note;
+};
+
+std::string stacked_bars(const std::string& id, const std::string& title, const std::vector<LegendItem>& segments,
+                         const std::vector<BarRow>& rows, const std::string& unit,
+                         const std::optional<LegendItem>& marker) {
+    constexpr double pad_l = 12, pad_r = 150, row_h = 46;
+    const double pw = kWidth - pad_l - pad_r;
+    std::string body;
+    std::vector<LegendItem> items = segments;
+    if (marker) items.push_back(*marker);
+    const double y0 = 8 + legend(body, items, 8) + 8;
+    double xmax = 0;
+    for (const auto& r : rows) {
+        double total = 0;
+        for (double v : r.values) total += v;
+        xmax = std::max({xmax, total, r.marker.value_or(0.0)});
+    }
+    if (!(xmax > 0)) xmax = 1;
+    const double step = nice_step(xmax, 6);
+    xmax = std::ceil(xmax / step - 1e-9) * step;
+    auto xpos = [&](double v) { return pad_l + v / xmax * pw; };
+    const double y_axis = y0 + static_cast<double>(rows.size()) * row_h + 4;
+    for (double t = 0; t <= xmax + step / 2; t += step) {
+        body += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
+                            xpos(t), y0, y_axis);
+        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", xpos(t), y_axis + 16,
+                            axis_num(t));
+    }
+    body += fmt::format("<line class=\"axis\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>", pad_l, y_axis,
+                        pad_l + pw, y_axis);
+    body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", pad_l + pw / 2, y_axis + 34,
+                        esc(unit));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto& r = rows[i];
+        const double y = y0 + static_cast<double>(i) * row_h;
+        const double by = y + 20;
+        body += fmt::format("<text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", pad_l, y + 13, esc(r.label));
+        if (r.values.empty()) {
+            body +=
+                fmt::format("<text class=\"nofit\" x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", pad_l, by + 15, esc(r.note));
+            continue;
+        }
+        double total = 0;
+        for (double v : r.values) total += v;
+        double cum = 0;
+        for (std::size_t k = 0; k < r.values.size(); ++k) {
+            const double v = r.values[k];
+            if (!(v > 0)) continue;
+            body += fmt::format(
+                "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"20\" fill=\"{}\"><title>{}: {} "
+                "{} ({:.1f}%)</title></rect>",
+                xpos(cum), by, v / xmax * pw, segments[k].color, esc(segments[k].label), fmt::format("{:.4g}", v),
+                esc(unit), total > 0 ? 100 * v / total : 0.0);
+            cum += v;
+        }
+        double text_x = xpos(total) + 6;
+        if (r.marker) {
+            const double mx = xpos(*r.marker);
+            body += fmt::format(
+                "<line x1=\"{0:.2f}\" y1=\"{1:.1f}\" x2=\"{0:.2f}\" y2=\"{2:.1f}\" stroke=\"{3}\" "
+                "stroke-width=\"2\" stroke-dasharray=\"4 3\"><title>{4}: {5:.4g} {6}</title></line>",
+                mx, by - 5, by + 25, marker->color, esc(marker->label), *r.marker, esc(unit));
+            text_x = std::max(text_x, mx + 6);
+        }
+        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", text_x, by + 15, esc(r.value_text));
+        if (!r.note.empty())
+            body += fmt::format("<text class=\"nofit\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>",
+                                pad_l + pw + pad_r - 4, y + 13, esc(r.note));
+    }
+    const double h = y_axis + 44;
+    return fmt::format(
+        "<svg id=\"{0}\" role=\"img\" width=\"{1:.0f}\" height=\"{2:.0f}\" viewBox=\"0 0 {1:.0f} {2:.0f}\">"
+        "<title>{3}</title>{4}</svg>\n",
+        id, kWidth, h, esc(title), body);
+}
+
+// ---- line chart over GPU counts (log2 x axis) ----
+
+struct LineSeries {
+    std::string label;
+    std::string color;
+    std::vector<std::pair<double, double>> points; // (gpus, y), ascending gpus
+    std::vector<std::pair<double, double>> ideal;  // dashed
+    std::set<int> own;                             // the scenario plans' own GPU counts (ringed)
+};
+
+std::string line_chart(const std::string& id, const std::string& title, const std::string& y_title, bool log_y,
+                       const std::vector<int>& x_ticks, const std::vector<LineSeries>& series) {
+    constexpr double left = 84, right = 24, top = 14, plot_h = 300;
+    const double pw = kWidth - left - right;
+    double xmin = 0, xmax = 0, ymin = 0, ymax = 0;
+    bool any = false;
+    auto see_x = [&](double x) {
+        xmin = any ? std::min(xmin, x) : x;
+        xmax = any ? std::max(xmax, x) : x;
+        any = true;
+    };
+    for (int t : x_ticks) see_x(t);
+    bool any_y = false;
+    for (const auto& s : series) {
+        for (const auto& vec : {s.points, s.ideal})
+            for (const auto& [x, y] : vec) {
+                see_x(x);
+                if (!(y > 0)) continue;
+                ymin = any_y ? std::min(ymin, y) : y;
+                ymax = any_y ? std::max(ymax, y) : y;
+                any_y = true;
+            }
+    }
+    if (!any_y) {
+        ymin = 1;
+        ymax = 10;
+    }
+    std::vector<double> y_ticks;
+    if (log_y) {
+        ymin = std::pow(10.0, std::floor(std::log10(ymin)));
+        ymax = std::pow(10.0, std::ceil(std::log10(ymax)));
+        if (ymax <= ymin) ymax = ymin * 10;
+        const bool dense = std::log10(ymax / ymin) <= 3.5;
+        for (double d = ymin; d <= ymax * 1.0001; d *= 10)
+            for (double m : {1.0, 2.0, 5.0})
+                if ((dense || m == 1.0) && d * m <= ymax * 1.0001) y_ticks.push_back(d * m);
+    } else {
+        ymin = 0;
+        const double step = nice_step(ymax, 5);
+        ymax = std::ceil(ymax * 1.05 / step) * step;
+        for (double t = 0; t <= ymax + step / 2; t += step) y_ticks.push_back(t);
+    }
+    const double lx0 = std::log2(std::max(xmin, 1.0)), lx1 = std::log2(std::max(xmax, 1.0));
+    auto xpos = [&](double x) {
+        if (lx1 <= lx0) return left + pw / 2;
+        return left + (std::log2(x) - lx0) / (lx1 - lx0) * pw;
+    };
+    auto ypos = [&](double y) {
+        const double f = log_y ? (std::log10(y) - std::log10(ymin)) / (std::log10(ymax) - std::log10(ymin))
+                               : (y - ymin) / (ymax - ymin);
+        return top + plot_h * (1 - f);
+    };
+    std::string body;
+    const double bottom = top + plot_h;
+    for (double t : y_ticks) {
+        body += fmt::format("<line class=\"grid\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>", left,
+                            ypos(t), left + pw, ypos(t));
+        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, ypos(t) + 4,
+                            axis_num(t));
+    }
+    for (int t : x_ticks) {
+        body += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
+                            xpos(t), top, bottom);
+        body +=
+            fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", xpos(t), bottom + 16, t);
+    }
+    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\"/>", left,
+                        bottom, left + pw);
+    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>", left, top,
+                        bottom);
+    body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">GPUs (log scale)</text>", left + pw / 2,
+                        bottom + 36);
+    body += fmt::format(
+        "<text x=\"16\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {0:.1f})\">{1}</text>",
+        top + plot_h / 2, esc(y_title));
+    auto polyline = [&](const std::vector<std::pair<double, double>>& pts, const std::string& col, bool dashed) {
+        if (pts.size() < 2) return;
+        std::string coords;
+        for (const auto& [x, y] : pts) coords += fmt::format("{:.1f},{:.1f} ", xpos(x), ypos(y));
+        coords.pop_back();
+        body += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{}/>", coords, col,
+                            dashed ? 1.5 : 2.5, dashed ? " stroke-dasharray=\"6 4\" opacity=\"0.8\"" : "");
+    };
+    for (const auto& s : series) {
+        polyline(s.ideal, s.color, true);
+        polyline(s.points, s.color, false);
+        for (const auto& [x, y] : s.points) {
+            const bool own = s.own.count(static_cast<int>(x)) > 0;
+            body += fmt::format(
+                "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"{}><title>{}: {} GPUs, {}</title>"
+                "</circle>",
+                xpos(x), ypos(y), own ? 6 : 4, s.color, own ? " stroke=\"#222\" stroke-width=\"2\"" : "", esc(s.label),
+                x, fmt::format("{:.4g}", y));
+        }
+    }
+    std::vector<LegendItem> items;
+    for (const auto& s : series)
+        items.push_back({s.points.empty() ? fmt::format("{} (no point fits)", s.label) : s.label, s.color});
+    items.push_back({"ideal linear scaling (dashed)", "#666", true});
+    items.push_back({"ringed: the scenario's own GPU count", "#222", false});
+    const double ly = bottom + 50;
+    const double h = ly + legend(body, items, ly) + 8;
+    return fmt::format(
+        "<svg id=\"{0}\" role=\"img\" width=\"{1:.0f}\" height=\"{2:.0f}\" viewBox=\"0 0 {1:.0f} {2:.0f}\">"
+        "<title>{3}</title>{4}</svg>\n",
+        id, kWidth, h, esc(title), body);
+}
+
+// ---- the plans table ----
+
+enum class Cell { integer, fixed, percent, money, text, yes_no };
+
+struct RowSpec {
+    const char* key; // JSON path, dotted for nested fields
+    const char* label;
+    Cell kind;
+    int decimals = 0;
+};
+
+const json* lookup(const json& plan, std::string_view path) {
+    const json* j = &plan;
+    while (!path.empty()) {
+        const auto dot = path.find('.');
+        const std::string part(path.substr(0, dot));
+        if (!j->is_object() || !j->contains(part)) return nullptr;
+        j = &(*j)[part];
+        path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+    }
+    return j;
+}
+
+std::string cell_text(const json& plan, const RowSpec& r) {
+    const json* v = lookup(plan, r.key);
+    if (v == nullptr || v->is_null()) return "\u2014";
+    switch (r.kind) {
+        case Cell::integer:
+            return grouped(v->get<double>(), 0);
+        case Cell::fixed:
+            return grouped(v->get<double>(), r.decimals);
+        case Cell::percent:
+            return fmt::format("{:.{}f}%", 100 * v->get<double>(), r.decimals);
+        case Cell::money:
+            return fmt::format("{} {}", grouped(v->get<double>(), r.decimals), plan.value("currency", ""));
+        case Cell::text:
+            return v->is_string() ? v->get<std::string>() : v->dump();
+        case Cell::yes_no:
+            return v->get<bool>() ? "yes" : "no";
+    }
+    return "";
+}
+
+std::string plans_table(const json& plans, const std::vector<PlanResult>& results) {
+    std::vector<RowSpec> rows{
+        {"num_gpus", "GPUs", Cell::integer},           {"gpu", "GPU (profile)", Cell::text},
+        {"precision", "precision", Cell::text},        {"model", "model", Cell::text},
+        {"tp", "tensor parallel (tp)", Cell::integer}, {"pp", "pipeline parallel (pp)", Cell::integer}};
+    bool any_vp = false, any_cp = false;
+    for (const auto& r : results) {
+        any_vp = any_vp || r.plan->parallel.vp > 1;
+        any_cp = any_cp || r.plan->parallel.cp > 1;
+    }
+    if (any_vp) rows.push_back({"vp", "virtual stages (vp)", Cell::integer});
+    if (any_cp) rows.push_back({"cp", "context parallel (cp)", Cell::integer});
+    const std::vector<RowSpec> rest{{"dp", "data parallel (dp)", Cell::integer},
+                                    {"micro_batch", "micro-batch", Cell::integer},
+                                    {"grad_accum", "gradient accumulation", Cell::integer},
+                                    {"sharding", "sharding", Cell::text},
+                                    {"recompute", "recompute", Cell::text},
+                                    {"fits", "fits in memory", Cell::yes_no},
+                                    {"memory_per_gpu_gib", "memory per GPU (GiB)", Cell::fixed, 1},
+                                    {"memory.capacity_gib", "HBM capacity (GiB)", Cell::fixed, 1},
+                                    {"step_time_s", "step time (s)", Cell::fixed, 3},
+                                    {"tokens_per_s", "tokens/s (cluster)", Cell::integer},
+                                    {"tokens_per_s_per_gpu", "tokens/s per GPU", Cell::integer},
+                                    {"model_tflops_per_gpu", "model TFLOP/s per GPU", Cell::fixed, 1},
+                                    {"mfu", "MFU (causal, precision peak)", Cell::percent, 1},
+                                    {"days_to_train", "days (steady state)", Cell::fixed, 1},
+                                    {"expected_days", "days (expected, with checkpoints and failures)", Cell::fixed, 1},
+                                    {"gpu_hours", "GPU-hours", Cell::integer},
+                                    {"price_per_gpu_hour", "price per GPU-hour", Cell::money, 2},
+                                    {"cost", "cost", Cell::money, 0},
+                                    {"cost_per_million_tokens", "cost per million tokens", Cell::money, 2}};
+    rows.insert(rows.end(), rest.begin(), rest.end());
+    std::string s = "<div class=\"scroll\"><table id=\"plans-table\">\n<thead><tr><th>plan</th>";
+    for (std::size_t i = 0; i < plans.size(); ++i)
+        s += fmt::format("<th data-plan=\"{}\"{}>{}</th>", i, plans[i]["fits"].get<bool>() ? "" : " class=\"nofit\"",
+                         esc(plans[i]["name"].get<std::string>()));
+    s += "</tr></thead>\n<tbody>\n";
+    for (const auto& r : rows) {
+        s += fmt::format("<tr><th>{}</th>", esc(r.label));
+        for (std::size_t i = 0; i < plans.size(); ++i)
+            s += fmt::format("<td data-plan=\"{}\" data-key=\"{}\">{}</td>", i, r.key, esc(cell_text(plans[i], r)));
+        s += "</tr>\n";
+    }
+    bool any_reason = false;
+    for (const auto& p : plans) any_reason = any_reason || p.contains("reason");
+    if (any_reason) {
+        s += "<tr><th>note</th>";
+        for (std::size_t i = 0; i < plans.size(); ++i) {
+            if (plans[i].contains("reason"))
+                s += fmt::format("<td class=\"nofit\" data-plan=\"{}\" data-key=\"reason\">{}</td>", i,
+                                 esc(plans[i]["reason"].get<std::string>()));
+            else
+                s += "<td></td>";
+        }
+        s += "</tr>\n";
+    }
+    s += "</tbody></table></div>\n";
+    return s;
+}
+
+// ---- the sections ----
+
+std::string breakdown_chart(const std::vector<PlanResult>& results) {
+    const std::vector<LegendItem> seg{
+        {"forward", color(0)},    {"backward", color(3)},   {"recompute", color(5)},
+        {"optimizer", color(9)},  {"TP exposed", color(1)}, {"CP exposed", color(7)},
+        {"DP exposed", color(2)}, {"PP exposed", color(6)}, {"pipeline bubble", color(8)}};
+    std::vector<BarRow> rows;
+    for (const auto& r : results) {
+        BarRow row;
+        row.label = r.estimate.name;
+        if (!r.estimate.step) {
+            row.note = "does not fit in memory: not simulated";
+            rows.push_back(row);
+            continue;
+        }
+        const auto& b = r.estimate.step->breakdown;
+        for (const Time t : {b.forward, b.backward, b.recompute, b.optimizer, b.tp_exposed, b.cp_exposed, b.dp_exposed,
+                             b.pp_exposed, b.bubble})
+            row.values.push_back(t.seconds());
+        row.value_text = fmt::format("{:.3f} s", r.estimate.step_time_s);
+        rows.push_back(row);
+    }
+    return stacked_bars("chart-breakdown", "Step time breakdown of the critical rank", seg, rows, "seconds per step",
+                        std::nullopt);
+}
+
+std::string memory_chart(const std::vector<PlanResult>& results) {
+    const std::vector<LegendItem> seg{{"weights", color(0)},     {"gradients", color(3)},   {"optimizer", color(4)},
+                                      {"activations", color(1)}, {"FP8 buffers", color(6)}, {"workspace", color(5)},
+                                      {"reserved", color(9)}};
+    std::vector<BarRow> rows;
+    for (const auto& r : results) {
+        const auto& m = r.estimate.memory;
+        BarRow row;
+        row.label = fmt::format("{} (pipeline stage {})", r.estimate.name, m.stage);
+        for (const Bytes b :
+             {m.weights, m.gradients, m.optimizer, m.activations, m.fp8_buffers, m.workspace, m.reserved})
+            row.values.push_back(to_gib(b));
+        row.marker = to_gib(r.estimate.capacity);
+        row.value_text = fmt::format("{:.1f} / {:.0f} GiB", to_gib(m.total()), to_gib(r.estimate.capacity));
+        if (!r.estimate.fits) row.note = "does not fit";
+        rows.push_back(row);
+    }
+    return stacked_bars("chart-memory", "Memory per GPU against HBM capacity", seg, rows, "GiB per GPU",
+                        LegendItem{"HBM capacity", "#b00020", true});
+}
+
+// One bar row per plan: `fill` sets the values of a simulated plan; a plan that does not fit
+// gets a note instead.
+template <class Fill> std::vector<BarRow> plan_rows(const std::vector<PlanResult>& results, Fill&& fill) {
+    std::vector<BarRow> rows;
+    for (const auto& r : results) {
+        BarRow row;
+        row.label = r.estimate.name;
+        if (!r.estimate.step) row.note = "does not fit in memory";
+        else fill(r, row);
+        rows.push_back(row);
+    }
+    return rows;
+}
+
+std::string days_chart(const std::vector<PlanResult>& results) {
+    const auto rows = plan_rows(results, [](const PlanResult& r, BarRow& row) {
+        row.values = {r.estimate.days_to_train};
+        row.marker = r.estimate.expected_days;
+        row.value_text = fmt::format("{:.1f} days ({:.1f} expected)", r.estimate.days_to_train, r.estimate.expected_days);
+    });
+    return stacked_bars("chart-days", "Days to train", {{"steady state (tokens / throughput)", color(0)}}, rows, "days",
+                        LegendItem{"expected: with checkpoints, failures and restarts", "#222", true});
+}
+
+std::string cost_chart(const std::vector<PlanResult>& results) {
+    std::set<std::string> currencies;
+    const auto rows = plan_rows(results, [&](const PlanResult& r, BarRow& row) {
+        row.values = {r.estimate.cost};
+        row.value_text = fmt::format("{} {}", grouped(r.estimate.cost, 0), r.estimate.currency);
+        currencies.insert(r.estimate.currency);
+    });
+    std::string unit = "cost";
+    if (currencies.size() == 1)
+        unit = fmt::format("cost ({})", *currencies.begin());
+    else if (currencies.size() > 1)
+        unit = "cost (mixed currencies: compare per plan)";
+    return stacked_bars("chart-cost", "Cost of the training run", {{"GPU-hours x price", color(4)}}, rows, unit,
+                        std::nullopt);
+}
+
+std::string scaling_section(const std::vector<PlanResult>& results, const std::vector<ScalingSeries>& scaling,
+                            json& scaling_json) {
+    std::set<int> counts;
+    for (const auto& s : scaling)
+        for (const auto& p : s.points) counts.insert(p.gpus);
+    std::vector<int> ticks(counts.begin(), counts.end());
+    std::vector<LineSeries> tps, days;
+    scaling_json = json::array();
+    for (std::size_t i = 0; i < scaling.size(); ++i) {
+        const auto& s = scaling[i];
+        LineSeries a;
+        a.label = fmt::format("{} [{}]", s.label, s.layout);
+        a.color = color(i);
+        for (std::size_t p : s.plans) a.own.insert(results[p].plan->num_gpus());
+        LineSeries b = a;
+        json pts = json::array();
+        for (const auto& p : s.points) {
+            json pj{{"gpus", p.gpus}, {"dp", p.dp}, {"valid", p.valid}, {"fits", p.fits}};
+            if (p.valid) pj["memory_per_gpu_gib"] = p.memory_per_gpu_gib;
+            if (p.fits) {
+                pj["step_time_s"] = p.step_time_s;
+                pj["tokens_per_s"] = p.tokens_per_s;
+                pj["tokens_per_s_per_gpu"] = p.tokens_per_s_per_gpu;
+                pj["days_to_train"] = p.days_to_train;
+                pj["cost"] = p.cost;
+                a.points.emplace_back(p.gpus, p.tokens_per_s_per_gpu);
+                b.points.emplace_back(p.gpus, p.days_to_train);
+            } else {
+                pj["reason"] = p.reason;
+            }
+            pts.push_back(pj);
+        }
+        json plan_names = json::array();
+        for (std::size_t p : s.plans) plan_names.push_back(results[p].estimate.name);
+        scaling_json.push_back({{"plans", plan_names}, {"layout", s.layout}, {"points", pts}});
+        // Ideal linear scaling from the smallest count that fits: tokens/s per GPU stays,
+        // days fall as 1 / GPUs.
+        if (!a.points.empty()) {
+            const auto [g0, t0] = a.points.front();
+            const double d0 = b.points.front().second;
+            const double g1 = a.points.back().first;
+            a.ideal = {{g0, t0}, {g1, t0}};
+            for (const auto& pt : b.points) b.ideal.emplace_back(pt.first, d0 * g0 / pt.first);
+        }
+        tps.push_back(std::move(a));
+        days.push_back(std::move(b));
+    }
+    std::string s = line_chart("chart-scaling-throughput", "Throughput per GPU against GPU count", "tokens/s per GPU",
+                               false, ticks, tps);
+    s += line_chart("chart-scaling-days", "Days to train against GPU count", "days to train (log scale)", true, ticks,
+                    days);
+    // The same points as a table: a count that is missing could not be laid out or does not fit.
+    s += "<div class=\"scroll\"><table id=\"scaling-table\">\n<thead><tr><th>tokens/s per GPU</th>";
+    for (int g : ticks) s += fmt::format("<th>{} GPUs</th>", g);
+    s += "</tr></thead>\n<tbody>\n";
+    for (std::size_t i = 0; i < scaling.size(); ++i) {
+        s += fmt::format("<tr><th><span class=\"swatch\" style=\"background:{}\"></span>{}</th>", color(i),
+                         esc(scaling[i].label));
+        for (int g : ticks) {
+            const auto& pts = scaling[i].points;
+            const auto it = std::find_if(pts.begin(), pts.end(), [g](const ScalingPoint& p) { return p.gpus == g; });
+            if (it == pts.end())
+                s += "<td></td>";
+            else if (it->fits)
+                s += fmt::format("<td>{}</td>", grouped(it->tokens_per_s_per_gpu, 0));
+            else
+                s += fmt::format("<td class=\"nofit\" title=\"{}\">{}</td>", esc(it->reason),
+                                 it->valid ? "no fit" : "invalid");
+        }
+        s += "</tr>\n";
+    }
+    s += "</tbody></table></div>\n";
+    return s;
+}
+
+constexpr std::string_view kCss = R"(
+:root { color-scheme: light; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; max-width: 1000px;
+       margin: 24px auto; padding: 0 16px; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid #ddd; }
+.meta, .note { color: #555; font-size: 13px; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; }
+tbody th { text-align: left; font-weight: 600; color: #444; white-space: nowrap; }
+thead th { vertical-align: bottom; border-bottom: 2px solid #ccc; max-width: 220px; }
+thead th:first-child { text-align: left; }
+#scaling-table tbody th { white-space: normal; min-width: 260px; }
+.nofit { color: #b00020; }
+.swatch { display: inline-block; width: 10px; height: 10px; margin-right: 6px; }
+svg { display: block; max-width: 100%; height: auto; margin: 8px 0; }
+svg text { font: 12px system-ui, sans-serif; fill: #333; }
+svg text.label { font-weight: 600; }
+svg text.nofit { fill: #b00020; }
+svg .axis { stroke: #888; }
+svg .grid { stroke: #eee; }
+)";
+
+} // namespace
+
+std::string html_report(const std::string& title, const std::string& scenario_file,
+                        const std::vector<PlanResult>& results, const std::vector<ScalingSeries>& scaling) {
+    const json data = results_json(results);
+    const json plans = data.contains("plans") ? data["plans"] : json::array({data});
+    const std::string heading = title.empty() ? scenario_file : title;
+    json scaling_json;
+    const std::string scaling_html = scaling_section(results, scaling, scaling_json);
+    std::string s;
+    s += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+    s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+    s += fmt::format("<title>trainsim report: {}</title>\n<style>{}</style>\n</head>\n<body>\n", esc(heading), kCss);
+    s += fmt::format("<h1>{}</h1>\n", esc(heading));
+    s += fmt::format(
+        "<p class=\"meta\">trainsim report of <code>{}</code>: {} plan{}. Figures are simulated, "
+        "not measured; definitions in the trainsim README and docs/report.md.</p>\n",
+        esc(scenario_file), results.size(), results.size() == 1 ? "" : "s");
+
+    s += "<section id=\"plans\">\n<h2>Plans side by side</h2>\n";
+    s += plans_table(plans, results);
+    s += "<p class=\"note\">tokens/s per GPU = global batch x sequence length / (step time x GPUs). MFU: causal model "
+         "FLOPs against the dense peak of the precision used. Days: tokens / throughput; the expected figure adds "
+         "checkpoint writes, failures and restarts.</p>\n</section>\n";
+
+    s += "<section id=\"breakdown\">\n<h2>Step time breakdown</h2>\n";
+    s += "<p class=\"note\">Where the critical rank's step time goes: compute kernels and the communication and "
+         "pipeline waits that were not hidden behind them (the segments add up to the step time).</p>\n";
+    s += breakdown_chart(results);
+    s += "</section>\n";
+
+    s += "<section id=\"memory\">\n<h2>Memory per GPU</h2>\n";
+    s += "<p class=\"note\">The peak pipeline stage, by kind; the dashed line is the GPU's HBM capacity. A plan past "
+         "it is not simulated.</p>\n";
+    s += memory_chart(results);
+    s += "</section>\n";
+
+    s += "<section id=\"days-cost\">\n<h2>Days and cost</h2>\n";
+    s += days_chart(results);
+    s += cost_chart(results);
+    s += "</section>\n";
+
+    s += "<section id=\"scaling\">\n<h2>Scaling with data parallelism</h2>\n";
+    s += "<p class=\"note\">Each plan's model-parallel layout (tp, pp, vp, cp), micro-batch, global batch, sharding "
+         "and recompute kept; the data-parallel degree filled to each GPU count (whole nodes, as many GPUs per node "
+         "as the plan). Counts the layout cannot fill are left out; plans that give the same line share it. Ideal "
+         "linear scaling starts at the smallest count that fits.</p>\n";
+    if (scaling.empty())
+        s += "<p class=\"note\">Not computed (--no-scaling).</p>\n";
+    else
+        s += scaling_html;
+    s += "</section>\n";
+
+    s += fmt::format("<script type=\"application/json\" id=\"trainsim-data\">\n{}\n</script>\n", script_json(data));
+    s += fmt::format("<script type=\"application/json\" id=\"trainsim-scaling\">\n{}\n</script>\n",
+                     script_json(scaling_json));
+    s += "</body>\n</html>\n";
+    return s;
+}
+
+} // namespace trainsim::sim
