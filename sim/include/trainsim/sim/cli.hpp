@@ -1,4 +1,5 @@
-// The trainsim command line (subcommands simulate, compare, keys, explain, validate).
+// The trainsim command line (subcommands simulate, compare, report, plan, keys, explain, validate,
+// collective, topology; README "Commands").
 #pragma once
 
 namespace trainsim::sim {
