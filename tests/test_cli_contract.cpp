@@ -90,3 +90,25 @@ TEST_CASE("prices: machine-months and commitment discounts", "[pricing]") {
     p.rate = 14600.0;
     CHECK(sim::price_per_gpu_hour(p) == Approx(2.5 * 0.85));
 }
+
+TEST_CASE("validate --json --row reports just those rows with the issue's fields and an unknown id exits 2",
+          "[cli][contract][validate]") {
+    const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv";
+    REQUIRE(fs::exists(csv));
+    const auto r = run_trainsim("validate '" + csv.string() + "' --json --row 14 --row 40");
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j.at("rows").size() == 2);
+    for (const auto& row : j.at("rows")) {
+        for (const char* f : {"id", "status", "predicted_tokens_per_s_per_gpu", "measured_tokens_per_s_per_gpu",
+                              "error_pct", "reason"})
+            CHECK(row.contains(f));
+        const double p = row.at("predicted_tokens_per_s_per_gpu").get<double>();
+        const double m = row.at("measured_tokens_per_s_per_gpu").get<double>();
+        CHECK(row.at("error_pct").get<double>() == Approx((p - m) / m * 100.0).epsilon(1e-9));
+    }
+    CHECK(j.at("rows")[0].at("id") == "14");
+    CHECK(j.at("rows")[1].at("id") == "40");
+    CHECK(j.at("summary").at("n") == 2);
+    CHECK(run_trainsim("validate '" + csv.string() + "' --json --row 9999").rc == 2);
+}

@@ -627,7 +627,8 @@ int run_cli(int argc, char** argv) {
     val->add_flag("--json", val_json, "print machine-readable JSON");
     val->add_flag("--verbose,-v", val_verbose, "list what was chosen for blank cells, per row");
     std::vector<std::string> val_rows;
-    val->add_option("--row", val_rows, "print the full simulation report of these row ids instead");
+    val->add_option("--row", val_rows,
+                    "print the full simulation report of these row ids instead (with --json: their JSON report)");
 
 
     PlanArgs plan_args;
@@ -681,8 +682,19 @@ int run_cli(int argc, char** argv) {
     if (*coll) return run_collective(coll_args);
     if (*plan_cmd) return run_plan_search(plan_args);
     if (*val) {
-        const auto rows = model::load_validation_csv(val_file, data_dir(val_data));
-        if (!val_rows.empty()) {
+        auto rows = model::load_validation_csv(val_file, data_dir(val_data));
+        for (const auto& id : val_rows) {
+            if (std::none_of(rows.begin(), rows.end(), [&](const model::ValidationRow& r) { return r.id == id; })) {
+                std::cerr << fmt::format("trainsim: {}: --row {}: no row with this id\n", val_file, id);
+                return kExitBadInput;
+            }
+        }
+        if (!val_rows.empty() && val_json) {
+            // --json with --row: the JSON report of just those rows.
+            std::erase_if(rows, [&](const model::ValidationRow& r) {
+                return std::find(val_rows.begin(), val_rows.end(), r.id) == val_rows.end();
+            });
+        } else if (!val_rows.empty()) {
             for (const auto& row : rows) {
                 if (std::find(val_rows.begin(), val_rows.end(), row.id) == val_rows.end()) continue;
                 if (!row.skip_reason.empty()) {
