@@ -19,9 +19,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-model::HardwareProfile h100() {
-    return model::load_profile(std::filesystem::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "h100-sxm.yaml");
-}
+using test::h100;
 
 // A deterministic +-0.5% perturbation (no RNG: the test is the same on every run).
 double noise(std::size_t i) { return 1.0 + 0.005 * static_cast<double>(static_cast<int>(i % 3) - 1); }

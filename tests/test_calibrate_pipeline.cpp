@@ -39,9 +39,7 @@ std::vector<std::string> keys_of(const SampleFile& f) {
     return k;
 }
 
-model::HardwareProfile h100() {
-    return model::load_profile(std::filesystem::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "h100-sxm.yaml");
-}
+using test::h100;
 
 FitOptions cpu_fit_options() {
     FitOptions o = default_fit_options();

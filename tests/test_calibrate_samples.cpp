@@ -16,9 +16,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-model::HardwareProfile h100() {
-    return model::load_profile(std::filesystem::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "h100-sxm.yaml");
-}
+using test::h100;
 
 Sample gemm_sample(std::int64_t n, double seconds) { return test::synthetic(test::gemm_desc(n, n, n, "bf16"), seconds); }
 

@@ -5,6 +5,7 @@
 
 #include "trainsim/calibrate/descriptor.hpp"
 #include "trainsim/calibrate/sample.hpp"
+#include "trainsim/model/loader.hpp"
 #include "trainsim/model/scenario.hpp"
 
 #include <fcntl.h>
@@ -22,6 +23,11 @@
 #include <vector>
 
 namespace trainsim::test {
+
+// The shipped H100 SXM profile (scenarios/hardware/h100-sxm.yaml), the calibration tests' device.
+inline model::HardwareProfile h100() {
+    return model::load_profile(std::filesystem::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "h100-sxm.yaml");
+}
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
 class ScratchDir {

@@ -88,13 +88,8 @@ public:
         proto_domain_.assign(g_.protos.size(), 0);
         for (std::size_t i = 1; i < g_.protos.size(); ++i) {
             const auto& p = g_.protos[i];
-            if (is_compute_kind(p.kind)) {
-                proto_time_[i] = compute.cost(p);
-            } else if (p.kind == OpKind::collective) {
-                const auto placement = placement_of(p.group, plan_, g_.hsdp_shard);
-                proto_time_[i] = net_.collective(p.collective, placement, p.bytes).time + compute.slice_copies(p);
-                proto_domain_[i] = placement.nodes > 1 ? 1 : 0;
-            }
+            proto_time_[i] = nominal_op_time(plan_, g_, p, compute, net_);
+            if (p.kind == OpKind::collective) proto_domain_[i] = placement_of(p.group, plan_, g_.hsdp_shard).nodes > 1 ? 1 : 0;
         }
         for (const auto& st : g_.stages) stages_.push_back(make_static(st));
         make_ranks();
@@ -517,6 +512,14 @@ private:
 };
 
 } // namespace
+
+Time nominal_op_time(const model::Plan& plan, const model::OpGraph& graph, const model::OpProto& proto,
+                     const ComputeCost& compute, const AnalyticNetwork& network) {
+    if (is_compute_kind(proto.kind)) return compute.cost(proto);
+    if (proto.kind != OpKind::collective) return Time();
+    const auto placement = placement_of(proto.group, plan, graph.hsdp_shard);
+    return network.collective(proto.collective, placement, proto.bytes).time + compute.slice_copies(proto);
+}
 
 StepResult execute_step(const model::Plan& plan, const model::OpGraph& graph, const ComputeCost& compute,
                         const AnalyticNetwork& network, const ExecOptions& opt) {

@@ -6,6 +6,7 @@
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/sim/executor.hpp"
 #include "trainsim/sim/network.hpp"
 
 #include <fmt/format.h>
@@ -161,9 +162,8 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
 namespace {
 
 // The least time the executor can spend on each op of a graph's representative ranks (one per
-// pipeline stage, as the search simulates them), costed exactly as the executor costs it
-// (executor.cpp): compute kernels from the profile, collectives from the network with every
-// group of the kind communicating at once, pipeline transfers point to point between the
+// pipeline stage, as the search simulates them), costed by the executor's own nominal_op_time
+// (kernels, collectives incl. list-API copies), pipeline transfers point to point between the
 // representative ranks of two stages (global rank stage x stride_pp). The executor only ever
 // lengthens an op (a kernel next to communication runs slower, transfers sharing a link share
 // its bandwidth) except by rounding: when it re-rates a kernel or re-shares a link it rounds the
@@ -176,22 +176,12 @@ public:
         const ComputeCost compute(plan.hardware);
         for (std::size_t i = 1; i < graph.protos.size(); ++i) {
             const auto& p = graph.protos[i];
-            switch (p.kind) {
-            case model::OpKind::gemm:
-            case model::OpKind::attention_fwd:
-            case model::OpKind::attention_bwd:
-            case model::OpKind::memory: proto_ps_[i].fill(least(compute.cost(p))); break;
-            case model::OpKind::collective: {
-                const auto placement = placement_of(p.group, plan, graph.hsdp_shard);
-                proto_ps_[i].fill(least(network.collective(p.collective, placement, p.bytes).time));
-                break;
-            }
-            case model::OpKind::send:
-            case model::OpKind::recv:
+            if (p.kind == model::OpKind::send || p.kind == model::OpKind::recv) {
                 // [0]: to a GPU of the same node, [1]: of another node (each only where one exists).
                 if (plan.cluster.gpus_per_node > 1) proto_ps_[i][0] = least(network.p2p(false, p.bytes));
                 if (plan.cluster.nodes > 1) proto_ps_[i][1] = least(network.p2p(true, p.bytes));
-                break;
+            } else {
+                proto_ps_[i].fill(least(nominal_op_time(plan, graph, p, compute, network)));
             }
         }
     }

@@ -66,6 +66,12 @@ struct StepResult {
     std::vector<std::pair<std::string, Time>> kernel_time;
 };
 
+// The nominal time of one op of `proto`, as the executor starts it: a compute kernel's cost, or a
+// collective's network time with every group of its kind communicating at once (plus the copies
+// of a list-API collective). Send / recv are costed per transfer (network.p2p) and give zero here.
+[[nodiscard]] Time nominal_op_time(const model::Plan& plan, const model::OpGraph& graph, const model::OpProto& proto,
+                                   const ComputeCost& compute, const AnalyticNetwork& network);
+
 // Precondition: graph = build_workload(plan).
 [[nodiscard]] StepResult execute_step(const model::Plan& plan, const model::OpGraph& graph, const ComputeCost& compute,
                                       const AnalyticNetwork& network, const ExecOptions& opt = {});
