@@ -619,18 +619,15 @@ private:
             const double piece_params = unit_params(unit) / pieces;
             const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(), 2.0 * piece_params);
             mark_list_collective(proto);
+            // The pieces run in order on the gather stream. The prefetch budget covers the first
+            // ones; the rest also wait for the unit in use.
             std::uint32_t last = kNone;
             for (int i = 0; i < pieces; ++i) {
-                // The prefetch budget covers the first pieces; the rest wait for the unit in use.
                 const bool ahead = p_.fsdp_prefetch && (p_.fsdp_prefetch_bucket_params <= 0 ||
                                                         (i + 1) * piece_params <= p_.fsdp_prefetch_bucket_params);
                 const std::uint32_t gate = ahead ? prefetched : current;
-                const auto at = [&](std::initializer_list<std::uint32_t> deps) {
-                    return emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, deps);
-                };
-                if (last != kNone && gate != kNone && gate != last) last = at({last, gate});
-                else if (last != kNone) last = at({last});
-                else last = gate != kNone ? at({gate}) : at({});
+                last = gate == kNone ? emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk)
+                                     : emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, {gate});
             }
             return last;
         };
