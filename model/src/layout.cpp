@@ -40,6 +40,19 @@ RankStrides rank_strides(const Parallel& p) {
     return s;
 }
 
+std::string set_gpu_count(Plan& plan, int gpus) {
+    const int gpn = plan.cluster.gpus_per_node;
+    if (gpus < 1) return fmt::format("a GPU count must be at least 1, got {}", gpus);
+    if (gpus < gpn) {
+        plan.cluster.nodes = 1;
+        plan.cluster.gpus_per_node = gpus;
+        return {};
+    }
+    if (gpus % gpn != 0) return fmt::format("{} GPUs do not fill whole nodes of {} GPUs", gpus, gpn);
+    plan.cluster.nodes = gpus / gpn;
+    return {};
+}
+
 int derive_dp(int num_gpus, int tp, int pp, int cp) {
     const int mp = tp * pp * cp;
     if (mp <= 0 || num_gpus % mp != 0) return 0;

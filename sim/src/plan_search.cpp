@@ -75,22 +75,12 @@ bool passes_filters(const Metrics& m, const SearchOptions& o) {
 
 model::Plan with_gpu_count(const model::Plan& base, int gpus) {
     model::Plan p = base;
-    const int gpn = base.cluster.gpus_per_node;
-    auto fail = [&](std::string msg) {
+    if (auto why = model::set_gpu_count(p, gpus); !why.empty()) {
         model::Diagnostic d;
         d.file = "trainsim plan";
         d.key = "--gpus";
-        d.message = std::move(msg);
+        d.message = std::move(why);
         throw SearchError({d});
-    };
-    if (gpus < 1) fail(fmt::format("a GPU count must be at least 1, got {}", gpus));
-    if (gpus < gpn) {
-        // Part of one node: the node holds just these GPUs (as `trainsim collective` does).
-        p.cluster.nodes = 1;
-        p.cluster.gpus_per_node = gpus;
-    } else {
-        if (gpus % gpn != 0) fail(fmt::format("{} GPUs do not fill whole nodes of {} GPUs", gpus, gpn));
-        p.cluster.nodes = gpus / gpn;
     }
     return p;
 }

@@ -60,8 +60,6 @@ std::vector<ScalingSeries> data_parallel_scaling(const std::vector<const model::
         std::set<int> counts(gpu_counts.begin(), gpu_counts.end());
         counts.insert(base.num_gpus());
         const int mp = q.tp * q.pp * q.cp;
-        // The node as the scenario has it; a count below one node uses part of one node.
-        const int gpn = base.cluster.gpus_per_node;
         for (int g : counts) {
             if (g < 1 || g % mp != 0) continue;
             ScalingPoint pt;
@@ -69,15 +67,11 @@ std::vector<ScalingSeries> data_parallel_scaling(const std::vector<const model::
             pt.dp = g / mp;
             model::Plan p = base;
             p.parallel.dp = pt.dp;
-            if (g < gpn) {
-                p.cluster.nodes = 1;
-                p.cluster.gpus_per_node = g;
-            } else if (g % gpn != 0) {
-                pt.reason = fmt::format("{} GPUs do not fill whole nodes of {}", g, gpn);
+            // The node as the scenario has it; a count below one node uses part of one node.
+            if (auto why = model::set_gpu_count(p, g); !why.empty()) {
+                pt.reason = std::move(why);
                 s.points.push_back(pt);
                 continue;
-            } else {
-                p.cluster.nodes = g / gpn;
             }
             if (const auto problems = model::check_layout(p); !problems.empty()) {
                 pt.reason = problems.front().message;

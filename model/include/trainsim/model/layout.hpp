@@ -30,4 +30,9 @@ struct RankStrides {
 // dp implied by the GPU count and the other degrees (0 if they do not divide it).
 [[nodiscard]] int derive_dp(int num_gpus, int tp, int pp, int cp);
 
+// Resizes the plan's cluster to `gpus` GPUs with its node kept: whole nodes, or part of one node
+// when fewer than a node (the node then holds just these GPUs). Returns why it cannot (fewer than
+// one GPU, or not whole nodes) and leaves the plan unchanged then; empty on success.
+[[nodiscard]] std::string set_gpu_count(Plan& plan, int gpus);
+
 } // namespace trainsim::model
