@@ -87,12 +87,12 @@ model::Plan with_gpu_count(const model::Plan& base, int gpus) {
 
 } // namespace
 
-std::string layout_label(const model::Plan& plan) {
+std::string layout_label(const model::Plan& plan, bool with_dp) {
     const auto& q = plan.parallel;
     std::string s = fmt::format("tp{} pp{}", q.tp, q.pp);
     if (q.vp > 1) s += fmt::format(" vp{}", q.vp);
     if (q.cp > 1) s += fmt::format(" cp{}", q.cp);
-    s += fmt::format(" dp{}", q.dp);
+    if (with_dp) s += fmt::format(" dp{}", q.dp);
     if (q.sequence_parallel) s += " sp";
     s += fmt::format(" mbs{} {} rc:{}", plan.training.micro_batch, model::to_string(q.sharding),
                      model::to_string(q.recompute));

@@ -3,6 +3,7 @@
 #include "trainsim/model/layout.hpp"
 #include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/parallel_for.hpp"
+#include "trainsim/sim/plan_search.hpp"
 
 #include <fmt/format.h>
 
@@ -54,9 +55,7 @@ std::vector<ScalingSeries> data_parallel_scaling(const std::vector<const model::
         auto& s = all[i];
         s.plans = {i};
         s.label = base.name;
-        s.layout = fmt::format("tp{} pp{}{}{}{} mbs{} {} rc:{}", q.tp, q.pp, q.vp > 1 ? fmt::format(" vp{}", q.vp) : "",
-                               q.cp > 1 ? fmt::format(" cp{}", q.cp) : "", q.sequence_parallel ? " sp" : "",
-                               base.training.micro_batch, model::to_string(q.sharding), model::to_string(q.recompute));
+        s.layout = layout_label(base, /*with_dp=*/false);
         std::set<int> counts(gpu_counts.begin(), gpu_counts.end());
         counts.insert(base.num_gpus());
         const int mp = q.tp * q.pp * q.cp;

@@ -113,7 +113,8 @@ struct SearchResult {
 // category (largest differences first). Both must have been simulated.
 [[nodiscard]] std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up);
 
-// Short layout label, e.g. "tp8 pp2 vp5 dp4 sp mbs1 dist_opt rc:none".
-[[nodiscard]] std::string layout_label(const model::Plan& plan);
+// Short layout label, e.g. "tp8 pp2 vp5 dp4 sp mbs1 dist_opt rc:none" (without "dp4" when
+// with_dp is false, for a layout whose data-parallel degree varies).
+[[nodiscard]] std::string layout_label(const model::Plan& plan, bool with_dp = true);
 
 } // namespace trainsim::sim
