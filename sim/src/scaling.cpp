@@ -58,12 +58,12 @@ std::vector<ScalingSeries> data_parallel_scaling(const std::vector<const model::
         s.layout = layout_label(base, /*with_dp=*/false);
         std::set<int> counts(gpu_counts.begin(), gpu_counts.end());
         counts.insert(base.num_gpus());
-        const int mp = q.tp * q.pp * q.cp;
         for (int g : counts) {
-            if (g < 1 || g % mp != 0) continue;
+            const int dp = g >= 1 ? model::derive_dp(g, q.tp, q.pp, q.cp) : 0;
+            if (dp == 0) continue;  // the model-parallel degrees do not divide this count
             ScalingPoint pt;
             pt.gpus = g;
-            pt.dp = g / mp;
+            pt.dp = dp;
             model::Plan p = base;
             p.parallel.dp = pt.dp;
             // The node as the scenario has it; a count below one node uses part of one node.
