@@ -17,7 +17,7 @@ namespace {
 sim::StepResult run(const model::Plan& plan, bool all_ranks = false) {
     const auto g = model::build_workload(plan);
     const sim::ComputeCost cc(plan.hardware);
-    const sim::AnalyticNetwork net(plan.hardware, plan.cluster);
+    const auto net = sim::plan_network(plan);
     sim::ExecOptions opt;
     opt.all_ranks = all_ranks;
     return sim::execute_step(plan, g, cc, net, opt);
@@ -145,7 +145,7 @@ TEST_CASE("a run that ends with work left names the stuck rank and op", "[execut
     recv.tag = 5;
     g.stages[1].ops.push_back(recv);
     const sim::ComputeCost cc(plan.hardware);
-    const sim::AnalyticNetwork net(plan.hardware, plan.cluster);
+    const auto net = sim::plan_network(plan);
     try {
         (void)sim::execute_step(plan, g, cc, net);
         FAIL("expected SimulationStuck");
