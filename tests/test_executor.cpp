@@ -157,6 +157,30 @@ TEST_CASE("a run that ends with work left names the stuck rank and op", "[execut
     }
 }
 
+TEST_CASE("block recompute of N of L layers costs N / L of full recompute", "[executor][recompute]") {
+    // One GPU, no communication: the recompute category is exactly the recomputed layers' forward
+    // kernels, the same kernels for every layer.
+    auto plan = test::small_plan(1, 1, 1, 4, 1);
+    const int L = plan.model.layers;
+    plan.parallel.recompute = model::Recompute::full;
+    const auto full = run(plan);
+    REQUIRE(full.breakdown.recompute > Time());
+    Time previous = full.step_time;
+    for (int n = L - 1; n >= 1; --n) {
+        plan.parallel.recompute_layers = n;
+        const auto r = run(plan);
+        INFO("recompute_layers " << n);
+        CHECK(r.breakdown.recompute.seconds() == Approx(full.breakdown.recompute.seconds() * n / L).epsilon(1e-9));
+        CHECK(r.breakdown.forward == full.breakdown.forward);
+        CHECK(r.breakdown.backward == full.breakdown.backward);
+        CHECK(r.step_time < previous);
+        previous = r.step_time;
+    }
+    plan.parallel.recompute = model::Recompute::none;
+    plan.parallel.recompute_layers = 0;
+    CHECK(run(plan).step_time < previous);
+}
+
 TEST_CASE("sequence parallelism and tensor parallelism expose TP communication", "[executor]") {
     auto plan = test::small_plan(4, 1, 2, 16, 1);
     plan.cluster.gpus_per_node = 8;

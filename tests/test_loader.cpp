@@ -351,6 +351,25 @@ TEST_CASE("layers not divisible by pp*vp", "[loader]") {
     check_at(ds[0], 9, 3, "pp*vp = 2*4 = 8 does not divide the 4 layers of Tiny");
 }
 
+TEST_CASE("block recompute layers: only under full recompute and at most a chunk", "[loader][recompute]") {
+    Fixture fx;
+    auto ds = fx.errors(kBase + "parallel:\n  recompute_layers: 2\n");
+    REQUIRE(ds.size() == 1);
+    CHECK(ds[0].key == "parallel.recompute_layers");
+    check_at(ds[0], 9, 3, "recompute_layers applies to recompute: full (block recompute), not 'none'");
+    ds = fx.errors(kBase + "parallel:\n  recompute: full\n  recompute_layers: 5\n");
+    REQUIRE(ds.size() == 1);
+    CHECK(ds[0].key == "parallel.recompute_layers");
+    check_at(ds[0], 10, 3, "5 layers recomputed per model chunk, but a chunk has 4 (layers / (pp*vp) = 4 / 1)");
+    ds = fx.errors(kBase + "parallel:\n  recompute: full\n  recompute_layers: 0\n");
+    REQUIRE(ds.size() == 1);
+    CHECK(ds[0].key == "parallel.recompute_layers");
+    const auto ok = fx.load(kBase + "parallel:\n  recompute: full\n  recompute_layers: 3\n");
+    CHECK(ok.plans.at(0).parallel.recompute_layers == 3);
+    const auto all = fx.load(kBase + "parallel:\n  recompute: full\n  recompute_layers: all\n");
+    CHECK(all.plans.at(0).parallel.recompute_layers == 0);
+}
+
 TEST_CASE("GPU count different from tp*pp*cp*dp", "[loader]") {
     Fixture fx;
     auto ds = fx.errors(kBase + "parallel:\n  dp: 2\n");

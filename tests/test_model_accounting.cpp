@@ -158,3 +158,62 @@ TEST_CASE("weights and optimizer state follow the per-sharding bytes per paramet
     plan.parallel.fsdp_prefetch = false;
     CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * unit));
 }
+
+TEST_CASE("block recompute keeps the inputs of N layers per chunk and the full activations of the rest",
+          "[memory][recompute]") {
+    // Megatron --recompute-method block: the first N layers of each model chunk keep only their
+    // input (2 B x tokens x hidden, split by SP), the other layers everything, plus one layer's
+    // full activations while it is recomputed. One stage (first and last): the loss and
+    // embedding buffers are the same under every policy, so differences cancel them.
+    auto plan = trainsim::test::small_plan(2, 1, 1, 4, 1);  // tp 2 + SP, 8 layers, one chunk
+    const int L = plan.model.layers;
+    const auto& t = plan.training;
+    ActivationOptions opt;
+    const double whole = layer_activation_bytes(plan.model, t.seq_len, 1, 2, true, 1, Recompute::none,
+                                                plan.precision, opt)
+                             .value();
+    const double input = 2.0 * t.seq_len * plan.model.hidden / 2;
+    CHECK(layer_activation_bytes(plan.model, t.seq_len, 1, 2, true, 1, Recompute::full, plan.precision, opt).value() ==
+          Approx(input));
+    plan.parallel.recompute = Recompute::none;
+    const double none = stage_memory(plan, 0).activations.value();
+    plan.parallel.recompute = Recompute::full;
+    const double full = stage_memory(plan, 0).activations.value();
+    const int inflight = stage_memory(plan, 0).inflight_microbatches;
+    CHECK(inflight == 1);
+    CHECK(none - full == Approx(L * (whole - input) - whole));
+    for (int n = 1; n <= L; ++n) {
+        plan.parallel.recompute_layers = n;
+        INFO("recompute_layers " << n);
+        CHECK(full_recompute_layers(plan) == n);
+        CHECK(stage_memory(plan, 0).activations.value() - full == Approx((L - n) * (whole - input)));
+    }
+    plan.parallel.recompute_layers = 0;  // every layer
+    CHECK(full_recompute_layers(plan) == L);
+    plan.parallel.recompute = Recompute::selective;
+    CHECK(full_recompute_layers(plan) == 0);
+}
+
+TEST_CASE("the fewest block-recompute layers that fit is the smallest N whose peak fits", "[memory][recompute]") {
+    auto plan = trainsim::test::small_plan(1, 2, 1, 8, 1);  // 2 stages x 2 chunks of 2 layers
+    plan.parallel.vp = 2;
+    plan.parallel.recompute = Recompute::full;
+    plan.parallel.recompute_layers = 1;
+    const auto one = peak_memory(plan).total();
+    plan.parallel.recompute_layers = 0;
+    const auto all = peak_memory(plan).total();
+    REQUIRE(all < one);
+    // Capacity exactly at the 1-layer peak: one layer per chunk suffices.
+    plan.hardware.hbm_capacity = one;
+    CHECK(fewest_recompute_layers(plan) == 1);
+    // Between the two: only every layer fits (0 = all, i.e. plain full recompute).
+    plan.hardware.hbm_capacity = Bytes((one.value() + all.value()) / 2);
+    CHECK(fewest_recompute_layers(plan) == 0);
+    // Below full recompute: nothing fits.
+    plan.hardware.hbm_capacity = Bytes(all.value() * 0.99);
+    CHECK(fewest_recompute_layers(plan) == 0);
+    // The policy the plan carries does not matter: it is taken as full recompute.
+    plan.parallel.recompute = Recompute::none;
+    plan.hardware.hbm_capacity = one;
+    CHECK(fewest_recompute_layers(plan) == 1);
+}

@@ -5,11 +5,14 @@
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
+#include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/workload.hpp"
+#include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/plan_search.hpp"
 #include "trainsim/sim/run_model.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -478,4 +481,59 @@ TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout",
     CHECK(ej["plans"][0]["expected_cost"].get<double>() ==
           Approx(ej["plans"][0]["cost"].get<double>() * ej["plans"][0]["run"]["overhead_factor"].get<double>()));
     CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --days wallclock").rc == 2);
+}
+
+TEST_CASE("the search takes full recompute as block recompute of the fewest layers that fit", "[plan-search][recompute]") {
+    // HBM between the no-recompute and full-recompute peaks of one layout (tp1 pp1 dp8 mbs4
+    // dist_opt): there it must recompute, and recomputing fewer than all 8 layers fits.
+    auto base = small_base();
+    auto ref = base;
+    ref.training.micro_batch = 4;
+    ref.parallel.recompute = model::Recompute::none;
+    const auto none = model::peak_memory(ref).total();
+    ref.parallel.recompute = model::Recompute::full;
+    const auto full = model::peak_memory(ref).total();
+    REQUIRE(full < none);
+    base.hardware.hbm_capacity = model::Bytes((none.value() + full.value()) / 2);
+    ref.hardware.hbm_capacity = base.hardware.hbm_capacity;
+    const int n = model::fewest_recompute_layers(ref);
+    REQUIRE(n > 0);
+    REQUIRE(n < base.model.layers);
+
+    auto o = small_options();
+    o.prune = false;
+    o.space.shardings = {model::Sharding::dist_opt};
+    const auto res = sim::search_plans(base, o);
+    int blocks = 0;
+    bool found_ref = false;
+    for (const auto& r : res.plans) {
+        const auto& p = r.plan.parallel;
+        if (p.recompute != model::Recompute::full || p.recompute_layers == 0) continue;
+        ++blocks;
+        // The fewest layers that fit: one fewer does not.
+        INFO(r.plan.name);
+        CHECK(r.estimate.fits);
+        auto fewer = r.plan;
+        fewer.parallel.recompute_layers = p.recompute_layers - 1;
+        if (fewer.parallel.recompute_layers > 0)
+            CHECK(model::peak_memory(fewer).total() > base.hardware.hbm_capacity);
+        if (p.tp == 1 && p.pp == 1 && p.cp == 1 && r.plan.training.micro_batch == 4) {
+            found_ref = true;
+            CHECK(p.recompute_layers == n);
+            CHECK(r.plan.name.find(fmt::format("rc:block{}", n)) != std::string::npos);
+            // Faster than recomputing every layer of the same layout.
+            auto all = r.plan;
+            all.parallel.recompute_layers = 0;
+            CHECK(r.estimate.step_time_s < sim::estimate_plan(all).step_time_s);
+        }
+    }
+    CHECK(blocks > 0);
+    CHECK(found_ref);
+    // Pruning (block plans are not dominated by selective recompute) keeps the exhaustive best.
+    o.prune = true;
+    o.top = 5;
+    const auto pruned = sim::search_plans(base, o);
+    REQUIRE(!pruned.plans.empty());
+    CHECK(pruned.plans.front().plan.name == res.plans.front().plan.name);
+    CHECK(pruned.plans.front().estimate.days_to_train == res.plans.front().estimate.days_to_train);
 }

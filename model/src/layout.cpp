@@ -59,6 +59,15 @@ int derive_dp(int num_gpus, int tp, int pp, int cp) {
     return num_gpus / mp;
 }
 
+std::string recompute_label(const Plan& plan) {
+    const auto& p = plan.parallel;
+    const int chunks = p.pp * p.vp;
+    const int per_chunk = chunks > 0 ? plan.model.layers / chunks : 0;
+    if (p.recompute != Recompute::full || p.recompute_layers <= 0 || p.recompute_layers >= per_chunk)
+        return std::string(to_string(p.recompute));
+    return fmt::format("full (first {} of {} layers per chunk)", p.recompute_layers, per_chunk);
+}
+
 std::vector<LayoutProblem> check_layout(const Plan& plan) {
     std::vector<LayoutProblem> out;
     const auto& m = plan.model;
@@ -96,6 +105,16 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
         add("parallel.vp", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of pp={}",
                                        plan.grad_accum(), p.pp));
     if (p.vp > 1 && p.pp < 2) add("parallel.vp", "vp > 1 (interleaving) needs pp > 1");
+    if (p.recompute_layers != 0) {
+        if (p.recompute != Recompute::full)
+            add("parallel.recompute_layers",
+                fmt::format("recompute_layers applies to recompute: full (block recompute), not '{}'",
+                            to_string(p.recompute)));
+        else if (p.recompute_layers < 0 || (m.layers % (p.pp * p.vp) == 0 && p.recompute_layers > m.layers / (p.pp * p.vp)))
+            add("parallel.recompute_layers",
+                fmt::format("{} layers recomputed per model chunk, but a chunk has {} (layers / (pp*vp) = {} / {})",
+                            p.recompute_layers, m.layers / (p.pp * p.vp), m.layers, p.pp * p.vp));
+    }
     if (p.cp > 1 && t.seq_len % (2 * p.cp) != 0)
         add("parallel.cp", fmt::format("seq_len {} is not a multiple of 2*cp = {} (load-balanced causal CP)",
                                        t.seq_len, 2 * p.cp));

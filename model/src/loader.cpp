@@ -232,6 +232,16 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         bool_key<B>("parallel.sequence_parallel", [](B& b) -> bool& { return b.plan.parallel.sequence_parallel; }),
         enum_key<B, Sharding>("parallel.sharding", [](B& b) -> Sharding& { return b.plan.parallel.sharding; }),
         enum_key<B, Recompute>("parallel.recompute", [](B& b) -> Recompute& { return b.plan.parallel.recompute; }),
+        {"parallel.recompute_layers", "int|all",
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+             if (v.IsScalar() && v.Scalar() == "all") {
+                 b.plan.parallel.recompute_layers = 0;
+                 return true;
+             }
+             auto x = detail::read_int(v, at, 1, out);
+             if (x) b.plan.parallel.recompute_layers = *x;
+             return x.has_value();
+         }},
         bool_key<B>("parallel.overlap_grad_reduce", [](B& b) -> bool& { return b.plan.parallel.overlap_grad_reduce; }),
         bool_key<B>("parallel.overlap_param_gather",
                     [](B& b) -> bool& { return b.plan.parallel.overlap_param_gather; }),

@@ -140,9 +140,14 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
                                                    p.recompute, plan.precision, opt);
     double act = per_layer.value() * layers_per_chunk * mb.inflight_microbatches;
     if (p.recompute == Recompute::full) {
-        act += layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp, Recompute::none,
-                                      plan.precision, opt)
-                   .value();
+        // The recomputed layers keep only their input; under block recompute the others of the
+        // chunk keep everything. The layer being recomputed holds its full activations once.
+        const int recomputed = full_recompute_layers(plan);
+        const double whole = layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp,
+                                                    Recompute::none, plan.precision, opt)
+                                 .value();
+        act = (per_layer.value() * recomputed + whole * (layers_per_chunk - recomputed)) * mb.inflight_microbatches +
+              whole;
     }
     const double tokens = static_cast<double>(t.micro_batch) * t.seq_len / p.cp;
     if (last) act += tokens * (m.vocab / static_cast<double>(p.tp)) * (2.0 + 4.0);  // BF16 logits + FP32 softmax
@@ -154,6 +159,32 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     mb.workspace = mib(32.0);
     mb.reserved = plan.hardware.reserved_memory;
     return mb;
+}
+
+int full_recompute_layers(const Plan& plan) {
+    const auto& p = plan.parallel;
+    if (p.recompute != Recompute::full) return 0;
+    const int per_chunk = plan.model.layers / (p.pp * p.vp);
+    return p.recompute_layers <= 0 ? per_chunk : std::min(p.recompute_layers, per_chunk);
+}
+
+int fewest_recompute_layers(const Plan& plan) {
+    Plan q = plan;
+    q.parallel.recompute = Recompute::full;
+    const int per_chunk = plan.model.layers / (plan.parallel.pp * plan.parallel.vp);
+    auto fits = [&](int n) {
+        q.parallel.recompute_layers = n;
+        return peak_memory(q).total() <= plan.hardware.hbm_capacity;
+    };
+    if (per_chunk < 1 || !fits(per_chunk)) return 0;
+    // Memory falls as more layers are recomputed: the smallest count that fits, by bisection.
+    int lo = 1, hi = per_chunk;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (fits(mid)) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo == per_chunk ? 0 : lo;
 }
 
 MemoryBreakdown peak_memory(const Plan& plan) {

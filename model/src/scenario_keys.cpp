@@ -95,6 +95,9 @@ std::vector<KeySpec> make_table() {
         one_of("parallel.sharding", spellings<Sharding>(7), "dist_opt",
                "Optimizer / gradient / parameter sharding across data-parallel ranks"),
         one_of("parallel.recompute", spellings<Recompute>(3), "none", "Activation recomputation policy"),
+        key("parallel.recompute_layers", "int|all", "", "all",
+            "With recompute: full, the layers of each model chunk recomputed, from its first (Megatron "
+            "--recompute-method block --recompute-num-layers); the rest keep their activations"),
         key("parallel.overlap_grad_reduce", "bool", "", "true",
             "Data-parallel gradient reduction in buckets overlapped with backward"),
         key("parallel.overlap_param_gather", "bool", "", "true",

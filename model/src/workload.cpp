@@ -116,6 +116,7 @@ public:
         tokens_ = static_cast<std::int64_t>(plan.training.micro_batch) * plan.training.seq_len / p_.cp;
         sp_tokens_ = p_.sequence_parallel ? tokens_ / p_.tp : tokens_;
         layers_per_chunk_ = m_.layers / (p_.pp * p_.vp);
+        full_recompute_layers_ = full_recompute_layers(plan_);
         params_ = count_params(m_);
         add_proto(OpProto{});  // id 0 = "none" for optional collectives
         make_layer_protos();
@@ -458,10 +459,11 @@ private:
     }
 
     // Returns the index of the op that completes this layer's weight gradients.
-    std::uint32_t layer_backward(StageState& st, int mb, int chunk, std::uint32_t gather_dep) {
+    // `layer`: the layer's index within its model chunk (block recompute covers the first ones).
+    std::uint32_t layer_backward(StageState& st, int mb, int chunk, int layer, std::uint32_t gather_dep) {
         const auto& L = lp_;
         const auto cat = Category::backward;
-        if (p_.recompute == Recompute::full) layer_forward(st, mb, chunk, Category::recompute, gather_dep);
+        if (layer < full_recompute_layers_) layer_forward(st, mb, chunk, Category::recompute, gather_dep);
         else if (gather_dep != kNone) st.pending.push_back(gather_dep);
         // MLP block
         if (L.fp8_cast_bwd) compute_tracked(st, L.fp8_cast_bwd, cat, mb, chunk);
@@ -730,7 +732,7 @@ private:
                         tp_collective(st, hp_.embed_comm_bwd, mb, c, Side::before_gemm);
                         done = compute_tracked(st, hp_.embed_bwd, Category::backward, mb, c);
                     } else {
-                        done = layer_backward(st, mb, c, gdep);
+                        done = layer_backward(st, mb, c, unit, gdep);
                     }
                     flush_deferred(st);
                     done = std::max(done, last_compute_);
@@ -835,6 +837,7 @@ private:
     std::int64_t tokens_ = 0;
     std::int64_t sp_tokens_ = 0;
     int layers_per_chunk_ = 0;
+    int full_recompute_layers_ = 0;
     ParamCounts params_;
     LayerProtos lp_{};
     HeadProtos hp_{};

@@ -94,8 +94,10 @@ std::string layout_label(const model::Plan& plan, bool with_dp) {
     if (q.cp > 1) s += fmt::format(" cp{}", q.cp);
     if (with_dp) s += fmt::format(" dp{}", q.dp);
     if (q.sequence_parallel) s += " sp";
+    const int block = model::full_recompute_layers(plan);
+    const bool partial = q.recompute == model::Recompute::full && block < plan.model.layers / (q.pp * q.vp);
     s += fmt::format(" mbs{} {} rc:{}", plan.training.micro_batch, model::to_string(q.sharding),
-                     model::to_string(q.recompute));
+                     partial ? fmt::format("block{}", block) : std::string(model::to_string(q.recompute)));
     return s;
 }
 
@@ -404,16 +406,6 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         }
         fits[i] = model::peak_memory(all[i]).total() <= all[i].hardware.hbm_capacity ? 2 : 0;
     });
-    std::vector<std::size_t> cand;
-    // 2. Dominated recompute policies. Rule: among variants of one layout that differ only in the
-    //    recompute policy and all fit, only the lightest (none < selective < full) is kept. Why it
-    //    cannot drop the best: recompute only *adds* compute-stream kernels (a forward pass of part
-    //    or all of the layer before its backward) and, for full recompute, the TP collectives of that
-    //    forward, to the same op graph; every other op is unchanged, and in the executor an op never
-    //    starts earlier because work was added before it on its stream. So its step time is >= the
-    //    lighter policy's, with the same GPUs, price and run settings: days and cost, steady or
-    //    expected, are >= too, and it cannot pass a deadline or budget the lighter one fails.
-    //    Enumeration puts recompute innermost, so the variants of one layout are adjacent.
     auto same_layout_but_recompute = [&](const model::Plan& a, const model::Plan& b) {
         const auto& x = a.parallel;
         const auto& y = b.parallel;
@@ -421,7 +413,37 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
                x.dp == y.dp && x.sequence_parallel == y.sequence_parallel && x.sharding == y.sharding &&
                a.training.micro_batch == b.training.micro_batch;
     };
-    auto weight = [](model::Recompute r) { return static_cast<int>(r); };  // none 0 < selective 1 < full 2
+    // Full recompute that fits is taken as block recompute of the fewest layers per chunk that
+    // still fit (recompute_layers): fewer recomputed layers only remove kernels. Not needed where
+    // the same layout fits without recompute, which beats any recompute (rule 2).
+    parallel_for(all.size(), threads, [&](std::size_t i) {
+        auto& p = all[i];
+        if (fits[i] != 2 || p.parallel.recompute != model::Recompute::full || p.parallel.recompute_layers != 0) return;
+        for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(p, all[j]);)
+            if (all[j].parallel.recompute == model::Recompute::none && fits[j] == 2) return;
+        p.parallel.recompute_layers = model::fewest_recompute_layers(p);
+        if (p.parallel.recompute_layers > 0) p.name = fmt::format("{} GPUs {}", p.num_gpus(), layout_label(p));
+    });
+    std::vector<std::size_t> cand;
+    // 2. Dominated recompute policies. Rule: among variants of one layout that differ only in the
+    //    recompute policy and all fit, a policy is dropped when a fitting lighter one adds a subset
+    //    of its kernels: no recompute beats every policy, selective (the attention forward of every
+    //    layer) beats full recompute of every layer, but not block recompute of some layers (whose
+    //    recomputed forward passes need not cover all the attention). Why it cannot drop the best:
+    //    recompute only *adds* compute-stream kernels (a forward pass of part or all of the layer
+    //    before its backward) and, for full recompute, the TP collectives of that forward, to the
+    //    same op graph; every other op is unchanged, and in the executor an op never
+    //    starts earlier because work was added before it on its stream. So its step time is >= the
+    //    lighter policy's, with the same GPUs, price and run settings: days and cost, steady or
+    //    expected, are >= too, and it cannot pass a deadline or budget the lighter one fails.
+    //    Enumeration puts recompute innermost, so the variants of one layout are adjacent.
+    auto lighter_subset = [](const model::Plan& light, const model::Plan& heavy) {
+        const auto l = light.parallel.recompute, h = heavy.parallel.recompute;
+        if (l == model::Recompute::none) return h != model::Recompute::none;
+        const int per_chunk = heavy.model.layers / (heavy.parallel.pp * heavy.parallel.vp);
+        return l == model::Recompute::selective && h == model::Recompute::full &&
+               model::full_recompute_layers(heavy) == per_chunk;
+    };
     for (std::size_t i = 0; i < all.size(); ++i) {
         if (fits[i] == 1) {
             ++st.invalid;
@@ -434,7 +456,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         bool dominated = false;
         if (opt.prune) {
             for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(all[i], all[j]);)
-                if (fits[j] == 2 && weight(all[j].parallel.recompute) < weight(all[i].parallel.recompute))
+                if (fits[j] == 2 && lighter_subset(all[j], all[i]))
                     dominated = true;
         }
         if (dominated) ++st.pruned_dominated;

@@ -1,5 +1,8 @@
 #include "trainsim/sim/report.hpp"
 
+#include "trainsim/model/layout.hpp"
+#include "trainsim/model/memory_model.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -72,6 +75,7 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
            {"sequence_parallel", p.sequence_parallel},
            {"sharding", model::to_string(p.sharding)},
            {"recompute", model::to_string(p.recompute)},
+           {"recompute_layers", model::full_recompute_layers(plan)},
            {"micro_batch", plan.training.micro_batch},
            {"global_batch", plan.training.global_batch},
            {"grad_accum", plan.grad_accum()},
@@ -132,7 +136,7 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      plan.num_gpus(), plan.hardware.name, model::to_string(plan.precision),
                      model::to_string(plan.hardware.provenance), layout(plan), fmt::format("gbs {} x mbs {} x seq {}",
                      plan.training.global_batch, plan.training.micro_batch, plan.training.seq_len),
-                     model::to_string(plan.parallel.sharding), model::to_string(plan.parallel.recompute));
+                     model::to_string(plan.parallel.sharding), model::recompute_label(plan));
     const auto& m = e.memory;
     s += fmt::format("  memory per GPU (stage {}): {:.1f} GiB of {:.1f} GiB{}\n", m.stage, to_gib(m.total()),
                      to_gib(e.capacity), e.fits ? "" : "  ** DOES NOT FIT **");

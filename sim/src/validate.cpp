@@ -76,6 +76,9 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
             p.parallel.recompute = rc;
             p.parallel.vp = v;
             if (!model::check_layout(p).empty()) continue;
+            // A tuned benchmark that must recompute recomputes as few layers as fit (block recompute).
+            if (row.recompute_blank && rc == model::Recompute::full)
+                p.parallel.recompute_layers = model::fewest_recompute_layers(p);
             const auto e = estimate_plan(p);
             if (!e.fits) continue;
             if (e.tokens_per_s_per_gpu > best_tps) {
@@ -95,7 +98,7 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
                                       best_tps < 0 ? "; none fits, kept 1" : ""));
     if (row.recompute_blank)
         choices.push_back(fmt::format("recompute={} (blank: the cheapest policy that fits{})",
-                                      model::to_string(best.parallel.recompute),
+                                      model::recompute_label(best),
                                       best_tps < 0 ? "; none fits, kept the framework default" : ""));
     return best;
 }

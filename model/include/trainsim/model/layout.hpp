@@ -30,6 +30,10 @@ struct RankStrides {
 // dp implied by the GPU count and the other degrees (0 if they do not divide it).
 [[nodiscard]] int derive_dp(int num_gpus, int tp, int pp, int cp);
 
+// The recompute policy as reports print it: "none", "selective", "full", or under block recompute
+// "full (first 3 of 10 layers per chunk)".
+[[nodiscard]] std::string recompute_label(const Plan& plan);
+
 // Resizes the plan's cluster to `gpus` GPUs with its node kept: whole nodes, or part of one node
 // when fewer than a node (the node then holds just these GPUs). Returns why it cannot (fewer than
 // one GPU, or not whole nodes) and leaves the plan unchanged then; empty on success.

@@ -47,4 +47,13 @@ struct MemoryBreakdown {
 // The stage with the largest total (what decides whether the plan fits).
 [[nodiscard]] MemoryBreakdown peak_memory(const Plan& plan);
 
+// Layers of each model chunk recomputed in full before their backward: recompute_layers under
+// block recompute, every layer of the chunk under recompute: full, none otherwise.
+[[nodiscard]] int full_recompute_layers(const Plan& plan);
+
+// The fewest layers per model chunk that block recompute must recompute for `plan` (taken with
+// recompute: full) to fit in HBM: 1..chunk-1, or 0 (every layer) when only full recompute of
+// every layer fits or nothing fits.
+[[nodiscard]] int fewest_recompute_layers(const Plan& plan);
+
 } // namespace trainsim::model

@@ -62,6 +62,10 @@ struct Parallel {
     bool sequence_parallel = false;
     Sharding sharding = Sharding::dist_opt;
     Recompute recompute = Recompute::none;
+    // Under full recompute, the layers of each model chunk that are recomputed, counted from the
+    // chunk's first layer; the others keep their activations (Megatron --recompute-method block
+    // --recompute-num-layers N, NeMo activations_checkpoint_method: block). 0: every layer.
+    int recompute_layers = 0;
     bool overlap_grad_reduce = true;   // DP grad reduce in buckets during backward
     bool overlap_param_gather = true;  // dist-opt / ZeRO param all-gather overlapped with forward
     bool tp_comm_overlap = false;      // TP collectives overlapped with GEMMs (TE userbuffers)
