@@ -23,7 +23,7 @@ constexpr std::int64_t kRefDim = 8192;
 // 92% at K = 2048 and 74% at K = 512 relative to an infinite K. At the FP8 rate the same fixed
 // time covers twice as many K elements (K0 = 352), as FP8 K-sweeps show (tilelang H800 FP8
 // 8192^2: 1129 / 1467 / 1541 TFLOP/s at K = 1024 / 4096 / 16384 -> 0.73 / 0.95 of K = 16384;
-// the model gives 0.76 / 0.94).
+// the model gives 0.76 / 0.94). Used for every GPU: A100 has no section in the table to fit.
 constexpr double kTileOverheadK = 176.0;
 // Sequence length at which flash attention reaches half its long-sequence efficiency.
 // FlashAttention-2 (Dao 2023, arXiv 2307.08691) Fig. 4/6, causal, head dim 128 on A100:
