@@ -1,12 +1,17 @@
 // Accuracy against published measurements (issue "Accuracy"): every step row of the dev set is
 // simulated, and the error may not rise above what has been reached (a ratchet with a margin).
+#include "trainsim/model/flops.hpp"
 #include "trainsim/model/validation_set.hpp"
 #include "trainsim/sim/validate.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -78,4 +83,47 @@ TEST_CASE("framework profiles follow the release named in the framework column",
     CHECK(framework_profile("nemo-24.09").main_grads_fp32);
     CHECK(framework_profile("nemo").main_grads_fp32);
     CHECK(framework_profile("megatron-core-0.8").main_grads_fp32);
+}
+
+TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoint and failure factor",
+          "[validate][run]") {
+    // Row 35 of the dev set (GPT-462B on 6144 H100, 768 nodes) as a step row and as an end-to-end
+    // row. By hand, with the default run settings: checkpoint delta = P x 14 B / (5 GB/s x 768
+    // nodes), cluster MTBF M = (16384 x 54 x 24 / 419) GPU-h / 6144 (Llama 3: 419 interruptions in
+    // 54 days on 16,384 GPUs), tau = sqrt(2 delta M), restart R = 600 s;
+    // factor = 1 + delta/tau + tau/(2M) + R/M.
+    const auto file = dev_set();
+    REQUIRE(fs::exists(file));
+    std::ifstream in(file);
+    std::string header, line, row35;
+    std::getline(in, header);
+    while (std::getline(in, line))
+        if (line.rfind("35,", 0) == 0) row35 = line;
+    REQUIRE(!row35.empty());
+    const auto at = row35.find(",step,");
+    REQUIRE(at != std::string::npos);
+    std::string e2e = row35;
+    e2e.replace(at, 6, ",end_to_end,");
+    const auto tmp = fs::temp_directory_path() / ("trainsim-e2e-" + std::to_string(::getpid()) + ".csv");
+    {
+        std::ofstream out(tmp);
+        out << header << "\n" << row35 << "\n" << e2e << "\n";
+    }
+    const auto rows = trainsim::model::load_validation_csv(tmp, TRAINSIM_TEST_DATA_DIR);
+    fs::remove(tmp);
+    REQUIRE(rows.size() == 2);
+    const auto rep = trainsim::sim::validate_rows(rows, "", 1);
+    REQUIRE(rep.rows.at(0).status == "ok");
+    REQUIRE(rep.rows.at(1).status == "ok");
+    CHECK(rep.rows.at(1).kind == "end_to_end");
+
+    const double params = trainsim::model::count_params(rows.at(0).plan.model).total;
+    const double delta = params * 14.0 / (5e9 * 768);
+    const double M = 16384.0 * 54.0 * 24.0 / 419.0 * 3600.0 / 6144;
+    const double tau = std::sqrt(2.0 * delta * M);
+    const double factor = 1.0 + delta / tau + tau / (2.0 * M) + 600.0 / M;
+    CHECK(factor > 1.02);
+    CHECK(rep.rows.at(1).predicted == Approx(rep.rows.at(0).predicted / factor).epsilon(1e-3));
+    CHECK(rep.by_kind.contains("end_to_end"));
+    CHECK(rep.by_kind.at("end_to_end").n == 1);
 }

@@ -1,5 +1,5 @@
 // Whole-run wall-clock time: the steady-state days plus checkpoint writes, failures, lost work and
-// restarts (docs/run-model.md). A first-order Young/Daly model:
+// restarts (docs/plan-search.md, "Whole-run time"). A first-order Young/Daly model:
 //
 //   delta = checkpoint bytes / (write bandwidth per node x nodes)        [s]  one checkpoint write
 //   M     = MTBF of one GPU / GPUs                                       [s]  cluster MTBF
