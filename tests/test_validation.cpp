@@ -6,11 +6,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -25,6 +28,36 @@ constexpr double kMaxWorstRow = 30.0;  // reached 28.9 (row 12)
 fs::path dev_set() {
     if (const char* env = std::getenv("TRAINSIM_VALIDATION_CSV"); env != nullptr && *env != '\0') return env;
     return fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv";
+}
+// The header and the line of the dev-set row `id`.
+std::pair<std::string, std::string> dev_row(const std::string& id) {
+    std::ifstream in(dev_set());
+    std::string header, line;
+    std::getline(in, header);
+    while (std::getline(in, line))
+        if (line.rfind(id + ",", 0) == 0) return {header, line};
+    return {header, ""};
+}
+
+// Rows parsed from CSV lines under `header`, through a temporary file.
+std::vector<trainsim::model::ValidationRow> load_lines(const std::string& header, const std::vector<std::string>& lines) {
+    const auto tmp = fs::temp_directory_path() / ("trainsim-validate-" + std::to_string(::getpid()) + ".csv");
+    {
+        std::ofstream out(tmp);
+        out << header << "\n";
+        for (const auto& l : lines) out << l << "\n";
+    }
+    auto rows = trainsim::model::load_validation_csv(tmp, TRAINSIM_TEST_DATA_DIR);
+    fs::remove(tmp);
+    return rows;
+}
+
+// The line with its comma-separated cell `index` (0-based) replaced.
+std::string with_cell(const std::string& line, std::size_t index, const std::string& value) {
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i < index; ++i) begin = line.find(',', begin) + 1;
+    const auto end = line.find(',', begin);
+    return line.substr(0, begin) + value + line.substr(end);
 }
 } // namespace
 
@@ -92,25 +125,9 @@ TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoin
     // nodes), cluster MTBF M = (16384 x 54 x 24 / 419) GPU-h / 6144 (Llama 3: 419 interruptions in
     // 54 days on 16,384 GPUs), tau = sqrt(2 delta M), restart R = 600 s;
     // factor = 1 + delta/tau + tau/(2M) + R/M.
-    const auto file = dev_set();
-    REQUIRE(fs::exists(file));
-    std::ifstream in(file);
-    std::string header, line, row35;
-    std::getline(in, header);
-    while (std::getline(in, line))
-        if (line.rfind("35,", 0) == 0) row35 = line;
+    const auto [header, row35] = dev_row("35");
     REQUIRE(!row35.empty());
-    const auto at = row35.find(",step,");
-    REQUIRE(at != std::string::npos);
-    std::string e2e = row35;
-    e2e.replace(at, 6, ",end_to_end,");
-    const auto tmp = fs::temp_directory_path() / ("trainsim-e2e-" + std::to_string(::getpid()) + ".csv");
-    {
-        std::ofstream out(tmp);
-        out << header << "\n" << row35 << "\n" << e2e << "\n";
-    }
-    const auto rows = trainsim::model::load_validation_csv(tmp, TRAINSIM_TEST_DATA_DIR);
-    fs::remove(tmp);
+    const auto rows = load_lines(header, {row35, with_cell(row35, 26, "end_to_end")});  // 26: kind
     REQUIRE(rows.size() == 2);
     const auto rep = trainsim::sim::validate_rows(rows, "", 1);
     REQUIRE(rep.rows.at(0).status == "ok");
@@ -126,4 +143,21 @@ TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoin
     CHECK(rep.rows.at(1).predicted == Approx(rep.rows.at(0).predicted / factor).epsilon(1e-3));
     CHECK(rep.by_kind.contains("end_to_end"));
     CHECK(rep.by_kind.at("end_to_end").n == 1);
+}
+
+TEST_CASE("a blank degree is derived from the GPU count when it is the only one", "[validate]") {
+    // Row 42: Llama-2 70B on 64 GPUs, tp 4 pp 4 dp 4. Blank tp with pp, cp and dp given: 64 / 16.
+    const auto [header, row42] = dev_row("42");
+    REQUIRE(!row42.empty());
+    const auto rows = load_lines(header, {with_cell(row42, 14, "")});  // 14: tp, 15: pp
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].skip_reason.empty());
+    CHECK(rows[0].plan.parallel.tp == 4);
+    CHECK(std::find(rows[0].choices.begin(), rows[0].choices.end(),
+                    "tp=4 (blank: the GPUs the other degrees leave)") != rows[0].choices.end());
+    // Two blank degrees cannot both follow: they stay 1, and the layout rules then reject the row.
+    const auto two = load_lines(header, {with_cell(with_cell(row42, 14, ""), 15, "")});
+    REQUIRE(two.size() == 1);
+    CHECK(two[0].plan.parallel.tp == 1);
+    CHECK(two[0].plan.parallel.pp == 1);
 }

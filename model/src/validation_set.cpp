@@ -273,10 +273,25 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.tp = integer("tp", false, 1);
         par.pp = integer("pp", false, 1);
         par.cp = integer("cp", false, 1);
+        par.dp = integer("dp", false, 0);
+        // A blank degree: dp follows from the GPU count; so does tp, pp or cp when it is the only
+        // blank one and dp is given (the GPUs the others leave); otherwise a blank degree is 1.
+        const bool dp_given = par.dp != 0;
+        const int blanks = static_cast<int>(cell("tp").empty()) + static_cast<int>(cell("pp").empty()) +
+                           static_cast<int>(cell("cp").empty());
+        for (auto [name, deg] : {std::pair<const char*, int*>{"tp", &par.tp}, {"pp", &par.pp}, {"cp", &par.cp}}) {
+            if (!cell(name).empty()) continue;
+            const int others = par.tp * par.pp * par.cp / *deg * (dp_given ? par.dp : 1);
+            if (dp_given && blanks == 1 && others > 0 && gpus % others == 0 && gpus / others > 1) {
+                *deg = gpus / others;
+                r.choices.push_back(fmt::format("{}={} (blank: the GPUs the other degrees leave)", name, *deg));
+            } else if (std::string_view(name) != "cp") {
+                r.choices.push_back(fmt::format("{}=1 (blank)", name));
+            }
+        }
         par.vp = integer("vp", false, 1);
         r.vp_blank = cell("vp").empty() && par.pp > 1;
-        par.dp = integer("dp", false, 0);
-        if (par.dp == 0) {
+        if (!dp_given) {
             par.dp = derive_dp(gpus, par.tp, par.pp, par.cp);
             r.choices.push_back(fmt::format("dp={} (blank: from the GPU count)", par.dp));
         }
