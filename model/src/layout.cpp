@@ -1,5 +1,7 @@
 #include "trainsim/model/layout.hpp"
 
+#include "trainsim/model/memory_model.hpp"
+
 #include <fmt/format.h>
 
 #include <array>
@@ -61,11 +63,9 @@ int derive_dp(int num_gpus, int tp, int pp, int cp) {
 
 std::string recompute_label(const Plan& plan) {
     const auto& p = plan.parallel;
-    const int chunks = p.pp * p.vp;
-    const int per_chunk = chunks > 0 ? plan.model.layers / chunks : 0;
-    if (p.recompute != Recompute::full || p.recompute_layers <= 0 || p.recompute_layers >= per_chunk)
-        return std::string(to_string(p.recompute));
-    return fmt::format("full (first {} of {} layers per chunk)", p.recompute_layers, per_chunk);
+    if (p.pp * p.vp < 1 || !block_recompute(plan)) return std::string(to_string(p.recompute));
+    return fmt::format("full (first {} of {} layers per chunk)", full_recompute_layers(plan),
+                       plan.model.layers / (p.pp * p.vp));
 }
 
 std::vector<LayoutProblem> check_layout(const Plan& plan) {

@@ -168,6 +168,11 @@ int full_recompute_layers(const Plan& plan) {
     return p.recompute_layers <= 0 ? per_chunk : std::min(p.recompute_layers, per_chunk);
 }
 
+bool block_recompute(const Plan& plan) {
+    const auto& p = plan.parallel;
+    return p.recompute == Recompute::full && full_recompute_layers(plan) < plan.model.layers / (p.pp * p.vp);
+}
+
 int fewest_recompute_layers(const Plan& plan) {
     Plan q = plan;
     q.parallel.recompute = Recompute::full;

@@ -94,10 +94,9 @@ std::string layout_label(const model::Plan& plan, bool with_dp) {
     if (q.cp > 1) s += fmt::format(" cp{}", q.cp);
     if (with_dp) s += fmt::format(" dp{}", q.dp);
     if (q.sequence_parallel) s += " sp";
-    const int block = model::full_recompute_layers(plan);
-    const bool partial = q.recompute == model::Recompute::full && block < plan.model.layers / (q.pp * q.vp);
     s += fmt::format(" mbs{} {} rc:{}", plan.training.micro_batch, model::to_string(q.sharding),
-                     partial ? fmt::format("block{}", block) : std::string(model::to_string(q.recompute)));
+                     model::block_recompute(plan) ? fmt::format("block{}", model::full_recompute_layers(plan))
+                                                  : std::string(model::to_string(q.recompute)));
     return s;
 }
 
@@ -440,9 +439,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     auto lighter_subset = [](const model::Plan& light, const model::Plan& heavy) {
         const auto l = light.parallel.recompute, h = heavy.parallel.recompute;
         if (l == model::Recompute::none) return h != model::Recompute::none;
-        const int per_chunk = heavy.model.layers / (heavy.parallel.pp * heavy.parallel.vp);
-        return l == model::Recompute::selective && h == model::Recompute::full &&
-               model::full_recompute_layers(heavy) == per_chunk;
+        return l == model::Recompute::selective && h == model::Recompute::full && !model::block_recompute(heavy);
     };
     for (std::size_t i = 0; i < all.size(); ++i) {
         if (fits[i] == 1) {

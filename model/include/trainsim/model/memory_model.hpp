@@ -51,6 +51,9 @@ struct MemoryBreakdown {
 // block recompute, every layer of the chunk under recompute: full, none otherwise.
 [[nodiscard]] int full_recompute_layers(const Plan& plan);
 
+// Block recompute: full recompute of fewer layers than a model chunk has.
+[[nodiscard]] bool block_recompute(const Plan& plan);
+
 // The fewest layers per model chunk that block recompute must recompute for `plan` (taken with
 // recompute: full) to fit in HBM: 1..chunk-1, or 0 (every layer) when only full recompute of
 // every layer fits or nothing fits.
