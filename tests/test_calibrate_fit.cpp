@@ -161,6 +161,38 @@ TEST_CASE("fit recovers the GEMM rate, memory and collective curves, hop latency
     CHECK(p.sources.at("compute.gemm_efficiency.fp8") == base.sources.at("compute.gemm_efficiency.fp8"));
 }
 
+TEST_CASE("the sustained clock ratio and the slowdown come from the GEMM after sustained load",
+          "[calibrate][fit]") {
+    // 8192^3 on 8 ranks: 2.0 ms in the short benchmark, 2.5 ms after sustained load (the clock
+    // the GPUs hold: ratio 0.8), and 3.0 ms under an all-reduce after that load (slowdown 0.2,
+    // relative to the sustained clock; the short pair alone would say 0.15).
+    auto samples = synthetic_node();
+    const int calls = 20000;
+    for (const char* op : {"gemm_sustained_alone", "gemm_sustained_under_all_reduce"}) {
+        Descriptor d = test::gemm_desc(8192, 8192, 8192, "bf16");
+        d.kind = OpKind::overlap;
+        d.op = op;
+        d.group_size = 8;
+        d.comm_bytes = d.under_all_reduce() ? 1073741824.0 : 0.0;
+        d.warmup = calls;
+        samples.push_back(test::synthetic(d, d.under_all_reduce() ? 3.0e-3 : 2.5e-3));
+    }
+    const FitResult r = fit(file_of(samples), h100(), default_fit_options());
+    REQUIRE(r.report.sustained_clock_ratio);
+    CHECK(*r.report.sustained_clock_ratio == Approx(0.8).epsilon(1e-9));
+    CHECK(r.profile.sustained_clock_ratio == Approx(0.8).epsilon(1e-9));
+    CHECK_THAT(r.profile.sources.at("compute.sustained_clock_ratio"), Contains("after 20000 calls of sustained load"));
+    REQUIRE(r.report.comm_compute_slowdown);
+    CHECK(*r.report.comm_compute_slowdown == Approx(0.2).epsilon(1e-9));
+    CHECK_THAT(r.profile.sources.at("overlap.comm_compute_slowdown"), Contains("after sustained load"));
+    CHECK(to_json(r.report)["sustained_clock_ratio"].get<double>() == Approx(0.8));
+    CHECK_THAT(format_report(r.report), Contains("GEMM rate after sustained load / short benchmark: 0.800"));
+    // Without the sustained samples the profile keeps its datasheet clock ratio.
+    const FitResult plain = fit(file_of(synthetic_node()), h100(), default_fit_options());
+    CHECK_FALSE(plain.report.sustained_clock_ratio);
+    CHECK(plain.profile.sustained_clock_ratio == h100().sustained_clock_ratio);
+}
+
 TEST_CASE("the fitted profile is written and read back by the model's loader", "[calibrate][fit]") {
     test::ScratchDir dir;
     const FitResult r = fit(file_of(synthetic_node()), h100(), default_fit_options());

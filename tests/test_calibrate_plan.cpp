@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -216,4 +217,31 @@ TEST_CASE("file rendezvous times out naming the missing ranks", "[calibrate][pla
     } catch (const CalibrationInputError& e) {
         CHECK_THAT(e.diagnostics().at(0).message, Catch::Matchers::Contains("ranks 1, 2 did not show up"));
     }
+}
+
+TEST_CASE("the GEMM is also timed after sustained load, alone and under an all-reduce", "[calibrate][plan]") {
+    // Same shape and group as the short pair, after a long untimed load: 20,000 calls of 8192^3
+    // BF16 (~30 s on an H100) in the quick plan, 40,000 in the full one; a fifth of that under the
+    // all-reduce, which runs right after and whose calls each wait for a background all-reduce.
+    for (auto [kind, calls] : {std::pair{PlanKind::quick, 20000}, std::pair{PlanKind::full, 40000}}) {
+        const auto plan = make_plan(kind, PlanContext{"cuda", 8, {}});
+        std::map<std::string, const Descriptor*> by_op;
+        for (const auto& d : plan)
+            if (d.kind == OpKind::overlap) by_op[d.op] = &d;
+        REQUIRE(by_op.size() == 4);
+        const auto& alone = *by_op.at("gemm_alone");
+        for (const char* op : {"gemm_sustained_alone", "gemm_sustained_under_all_reduce"}) {
+            INFO(op);
+            const auto& d = *by_op.at(op);
+            CHECK(d.sustained());
+            CHECK(d.warmup == (d.under_all_reduce() ? calls / 5 : calls));
+            CHECK(std::tie(d.m, d.n, d.k, d.group_size, d.dtype) ==
+                  std::tie(alone.m, alone.n, alone.k, alone.group_size, alone.dtype));
+            CHECK(d.under_all_reduce() == (d.comm_bytes > 0));
+        }
+        CHECK_FALSE(alone.sustained());
+        CHECK(alone.warmup < 10);
+    }
+    // One GPU: nothing to overlap with, and no sustained pair either (it runs on every rank of a group).
+    for (const auto& d : make_plan(PlanKind::quick, PlanContext{"cuda", 1, {}})) CHECK_FALSE(d.sustained());
 }

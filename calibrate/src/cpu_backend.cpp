@@ -166,7 +166,7 @@ private:
 class CpuOverlap : public PreparedOp {
 public:
     CpuOverlap(detail::CollectiveGroup& team, const Descriptor& d, std::string impl)
-        : team_(team), gemm_(d), under_(d.comm_bytes > 0), impl_(std::move(impl)) {
+        : team_(team), gemm_(d), under_(d.under_all_reduce()), impl_(std::move(impl)) {
         if (under_) team_.prepare("all_reduce", static_cast<std::size_t>(d.comm_bytes));
     }
     void before_sample() override {

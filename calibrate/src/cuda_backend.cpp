@@ -241,7 +241,7 @@ public:
             case OpKind::memory: return std::make_unique<MemoryKernelOp>(*dev_, d);
             case OpKind::collective: return std::make_unique<CollectiveOp>(*dev_, comm(d), d);
             case OpKind::overlap:
-                if (d.op == "gemm_alone") return std::make_unique<GemmOp>(*dev_, d);
+                if (!d.under_all_reduce()) return std::make_unique<GemmOp>(*dev_, d);
                 return std::make_unique<OverlapOp>(*dev_, comm(d), d);
             }
         } catch (const k::KernelUnsupported& e) {

@@ -89,6 +89,14 @@ double Descriptor::bus_factor() const {
     return 1.0;  // send_recv
 }
 
+bool Descriptor::under_all_reduce() const {
+    return kind == OpKind::overlap && (op == "gemm_under_all_reduce" || op == "gemm_sustained_under_all_reduce");
+}
+
+bool Descriptor::sustained() const {
+    return kind == OpKind::overlap && op.rfind("gemm_sustained_", 0) == 0;
+}
+
 std::string make_key(const Descriptor& d) {
     switch (d.kind) {
     case OpKind::gemm:

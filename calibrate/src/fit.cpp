@@ -418,21 +418,48 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
         });
     }
 
-    // ---- compute under communication ----
-    std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, std::pair<double, double>> overlap;
+    // ---- compute under sustained load and under communication ----
+    // Per GEMM shape and group: the median time alone and under an all-reduce, in a short
+    // benchmark and after sustained load (and the warm-up calls of that load).
+    struct OverlapTimes {
+        double alone = 0, under = 0, sustained_alone = 0, sustained_under = 0;
+        int sustain_calls = 0;
+    };
+    std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, OverlapTimes> overlap;
     for (const auto& s : file.samples) {
         if (s.desc.kind != OpKind::overlap || !s.ok()) continue;
         auto& o = overlap[{s.desc.m, s.desc.n, s.desc.k, s.desc.group_size}];
-        (s.desc.op == "gemm_alone" ? o.first : o.second) = s.time.median;
+        const bool under = s.desc.under_all_reduce();
+        if (s.desc.sustained()) {
+            (under ? o.sustained_under : o.sustained_alone) = s.time.median;
+            o.sustain_calls = s.desc.warmup;
+        } else {
+            (under ? o.under : o.alone) = s.time.median;
+        }
     }
     for (const auto& [shape, o] : overlap) {
-        if (o.first <= 0 || o.second <= 0) continue;
-        const double slow = std::clamp(o.second / o.first - 1.0, 0.0, 1.0);
+        const auto dim = std::get<0>(shape);
+        const int ranks = std::get<3>(shape);
+        // The sustained clock: the same GEMM's short-benchmark time over its time after the load.
+        if (o.alone > 0 && o.sustained_alone > 0) {
+            const double ratio = std::clamp(o.alone / o.sustained_alone, 0.0, 1.0);
+            rep.sustained_clock_ratio = ratio;
+            p.sustained_clock_ratio = ratio;
+            replace("compute.sustained_clock_ratio",
+                    fmt::format("{}^3 GEMM on {} ranks: {} in a short benchmark vs {} after {} calls of sustained "
+                                "load", dim, ranks, micros(o.alone), micros(o.sustained_alone), o.sustain_calls));
+        }
+        // Compute next to communication, relative to the same clock: the sustained pair when it
+        // was measured (a training step runs under sustained load), the short pair otherwise.
+        const bool sustained = o.sustained_alone > 0 && o.sustained_under > 0;
+        const double alone = sustained ? o.sustained_alone : o.alone, under = sustained ? o.sustained_under : o.under;
+        if (alone <= 0 || under <= 0) continue;
+        const double slow = std::clamp(under / alone - 1.0, 0.0, 1.0);
         rep.comm_compute_slowdown = slow;
         p.comm_compute_slowdown = slow;
         replace("overlap.comm_compute_slowdown",
-                fmt::format("{}^3 GEMM {} alone vs {} under an all-reduce over {} ranks", std::get<0>(shape),
-                            micros(o.first), micros(o.second), std::get<3>(shape)));
+                fmt::format("{}^3 GEMM {} alone vs {} under an all-reduce over {} ranks{}", dim, micros(alone),
+                            micros(under), ranks, sustained ? ", both after sustained load" : ""));
     }
 
     // ---- attention ----
@@ -527,6 +554,7 @@ json to_json(const FitReport& r) {
     j["copy_bandwidth"] = r.copy_bandwidth;
     j["fp8_split_accumulate_speed"] = r.fp8_split_accumulate_speed ? json(*r.fp8_split_accumulate_speed) : json(nullptr);
     j["comm_compute_slowdown"] = r.comm_compute_slowdown ? json(*r.comm_compute_slowdown) : json(nullptr);
+    j["sustained_clock_ratio"] = r.sustained_clock_ratio ? json(*r.sustained_clock_ratio) : json(nullptr);
     j["hop_latency_s"] = r.hop_latency_s ? json(*r.hop_latency_s) : json(nullptr);
     j["replaced"] = r.replaced;
     j["notes"] = r.notes;
@@ -575,6 +603,8 @@ std::string format_report(const FitReport& r) {
     for (const auto& a : r.attention)
         s += fmt::format("Attention {} ({}, {} points): {:.4g} of the BF16 peak, max err {:.1f}%{}\n", a.direction,
                          a.impl, a.points, a.efficiency, 100.0 * a.max_rel_err, a.written ? "" : " (not written)");
+    if (r.sustained_clock_ratio)
+        s += fmt::format("GEMM rate after sustained load / short benchmark: {:.3f}\n", *r.sustained_clock_ratio);
     if (r.comm_compute_slowdown)
         s += fmt::format("GEMM slowdown under an all-reduce: {:.3f}\n", *r.comm_compute_slowdown);
     if (!r.replaced.empty()) {

@@ -14,7 +14,8 @@ enum class OpKind {
     attention,   // causal attention forward or backward
     memory,      // a memory-bound kernel
     collective,  // a collective over group_size ranks
-    overlap,     // a GEMM timed alone ("gemm_alone") or under an all-reduce ("gemm_under_all_reduce")
+    overlap,     // a GEMM timed alone ("gemm_alone") or under an all-reduce ("gemm_under_all_reduce"),
+                 // also after a long sustained load ("gemm_sustained_alone", "gemm_sustained_under_all_reduce")
 };
 [[nodiscard]] const char* to_string(OpKind k);
 
@@ -28,7 +29,8 @@ struct Descriptor {
     OpKind kind = OpKind::gemm;
     std::string op;     // gemm | attention_fwd | attention_bwd | copy | triad | rmsnorm | adam |
                         // cast_transpose | all_reduce | all_gather | reduce_scatter | all_to_all |
-                        // send_recv | gemm_alone | gemm_under_all_reduce
+                        // send_recv | gemm_alone | gemm_under_all_reduce | gemm_sustained_alone |
+                        // gemm_sustained_under_all_reduce
     // Element types as measured: "bf16", "fp32", "fp8_e4m3" (both operands), or for mixed FP8
     // GEMMs "fp8_e5m2xfp8_e4m3" (A x B). Honest labels: the CPU backend measures fp32.
     std::string dtype;
@@ -67,6 +69,11 @@ struct Descriptor {
     [[nodiscard]] double flops() const;
     // Bytes read + written per call by a memory-bound kernel (or a GEMM's operands).
     [[nodiscard]] double bytes_moved() const;
+    // overlap: whether an all-reduce of comm_bytes runs in the background of the timed GEMM.
+    [[nodiscard]] bool under_all_reduce() const;
+    // overlap: whether the samples follow a long sustained load (warmup calls), so that they
+    // see the clock the GPU holds under power and thermal limits rather than its boost clock.
+    [[nodiscard]] bool sustained() const;
     // nccl-tests bus-bandwidth factor: busbw = algbw x factor; algbw = bytes / time.
     // all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; send_recv 1.
     [[nodiscard]] double bus_factor() const;

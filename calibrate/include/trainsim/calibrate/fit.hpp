@@ -97,6 +97,8 @@ struct FitReport {
     // measured both ways (the median ratio over those of 2048^3 and up when there are any).
     std::optional<double> fp8_split_accumulate_speed;
     std::optional<double> comm_compute_slowdown;
+    // Short-benchmark GEMM time over the same GEMM's time after sustained load (<= 1).
+    std::optional<double> sustained_clock_ratio;
     std::optional<double> hop_latency_s;  // intra-node per-step latency from all_reduce alphas
     std::vector<std::string> replaced;    // profile entries replaced by measurements
     std::vector<std::string> notes;       // what was not written and why, unsupported ops
