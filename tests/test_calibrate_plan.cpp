@@ -132,9 +132,11 @@ TEST_CASE("collective group sizes and scopes", "[calibrate][plan]") {
     CHECK(group_sizes(2) == std::vector<int>{2});
     CHECK(group_sizes(6) == std::vector<int>{2, 4, 6});
     CHECK(group_sizes(8) == std::vector<int>{2, 4, 8});
-    // A single GPU: nothing to communicate with.
-    for (const auto& d : make_plan(PlanKind::quick, PlanContext{"cuda", 1, {}}))
-        CHECK((d.kind != OpKind::collective && d.kind != OpKind::overlap));
+    // A single GPU: nothing to communicate with; the overlap GEMMs run alone only.
+    for (const auto& d : make_plan(PlanKind::quick, PlanContext{"cuda", 1, {}})) {
+        CHECK(d.kind != OpKind::collective);
+        if (d.kind == OpKind::overlap) CHECK_FALSE(d.under_all_reduce());
+    }
     // Two hosts of two GPUs: pairs stay on a host, the group of four crosses hosts.
     const auto plan = make_plan(PlanKind::tiny, PlanContext{"cuda", 4, {"a", "a", "b", "b"}});
     int seen = 0;
@@ -242,6 +244,9 @@ TEST_CASE("the GEMM is also timed after sustained load, alone and under an all-r
         CHECK_FALSE(alone.sustained());
         CHECK(alone.warmup < 10);
     }
-    // One GPU: nothing to overlap with, and no sustained pair either (it runs on every rank of a group).
-    for (const auto& d : make_plan(PlanKind::quick, PlanContext{"cuda", 1, {}})) CHECK_FALSE(d.sustained());
+    // One GPU: the GEMM alone, short and after sustained load (enough for the clock ratio).
+    std::set<std::string> single;
+    for (const auto& d : make_plan(PlanKind::quick, PlanContext{"cuda", 1, {}}))
+        if (d.kind == OpKind::overlap) single.insert(d.op);
+    CHECK(single == std::set<std::string>{"gemm_alone", "gemm_sustained_alone"});
 }

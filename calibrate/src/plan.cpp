@@ -182,7 +182,7 @@ void add_collectives(Builder& b, const std::vector<double>& sizes, const std::st
             }
 }
 
-// The same GEMM on every rank, alone and under an all-reduce over all of them. With `sustain`
+// The same GEMM on every rank, alone and (with two or more ranks) under an all-reduce over all of them. With `sustain`
 // untimed calls first ("gemm_sustained_*"), the samples see the clock the GPUs hold after that
 // load (power cap, temperature) rather than the boost clock of a short benchmark; the fit takes
 // the ratio of the two as the profile's sustained_clock_ratio. The sustained pair runs back to
@@ -190,13 +190,13 @@ void add_collectives(Builder& b, const std::vector<double>& sizes, const std::st
 // background all-reduce (~5 ms for 1 GiB over NVLink), keeps the load with a fifth of the calls.
 void add_overlap(Builder& b, std::int64_t dim, const std::string& dtype, double comm_bytes, int warmup, int iters,
                  int sustain = 0) {
-    if (b.ctx.world < 2) return;
     const bool sustained = sustain > 0;
     for (const char* op : sustained ? std::array{"gemm_sustained_alone", "gemm_sustained_under_all_reduce"}
                                     : std::array{"gemm_alone", "gemm_under_all_reduce"}) {
         Descriptor d;
         d.kind = OpKind::overlap;
         d.op = op;
+        if (d.under_all_reduce() && b.ctx.world < 2) continue;  // one rank: GEMMs alone only
         d.dtype = dtype;
         d.m = d.n = d.k = dim;
         d.group_size = b.ctx.world;
