@@ -417,6 +417,34 @@ void check_cell(const std::string& text, const json& v) {
 
 } // namespace
 
+TEST_CASE("the report's table shows how many layers block recompute covers when a plan uses it", "[cli][report]") {
+    TempDir tmp;
+    const auto scenario = tmp.path / "block.yaml";
+    {
+        std::ofstream f(scenario);
+        f << "title: block recompute\nmodel: llama2-70b\n"
+             "training: {tokens: 1T, seq_len: 4096, global_batch: 1024, micro_batch: 1}\n"
+             "parallel: {tp: 8, pp: 2, sequence_parallel: true, recompute: full, recompute_layers: 10}\n"
+             "cluster: {gpu: h100-sxm, nodes: 4, gpus_per_node: 8}\n"
+             "plans:\n  - name: block\n  - name: every layer\n    parallel: {recompute_layers: all}\n";
+    }
+    const auto out = tmp.path / "block.html";
+    const auto rep = run_trainsim(fmt::format("report --json {} --html {}", q(scenario), q(out)));
+    REQUIRE(rep.rc == 0);
+    const auto plans = plans_of(json::parse(rep.out));
+    REQUIRE(plans.size() == 2);
+    CHECK(plans[0]["recompute_layers"] == 10);
+    CHECK(plans[1]["recompute_layers"] == 40);  // 80 layers / pp 2, all of them
+    const std::string html = read_file(out);
+    CHECK(count(html, "<th>layers recomputed per chunk</th>") == 1);
+    CHECK(count(html, "data-key=\"recompute_layers\">10<") == 1);
+    CHECK(count(html, "data-key=\"recompute_layers\">40<") == 1);
+    // Without block recompute the row is left out, as vp and cp are.
+    const auto plain = tmp.path / "plain.html";
+    REQUIRE(run_trainsim(fmt::format("report {} --html {}", q(data_file("examples/default.yaml")), q(plain))).rc == 0);
+    CHECK(count(read_file(plain), "data-key=\"recompute_layers\"") == 0);
+}
+
 TEST_CASE("report html renders in headless Chromium and its table shows the compare json numbers",
           "[cli][report][chromium]") {
     const std::string chromium = find_chromium();

@@ -1,5 +1,7 @@
 #include "trainsim/sim/html_report.hpp"
 
+#include "trainsim/model/memory_model.hpp"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -384,32 +386,39 @@ std::string plans_table(const json& plans, const std::vector<PlanResult>& result
         {"num_gpus", "GPUs", Cell::integer},           {"gpu", "GPU (profile)", Cell::text},
         {"precision", "precision", Cell::text},        {"model", "model", Cell::text},
         {"tp", "tensor parallel (tp)", Cell::integer}, {"pp", "pipeline parallel (pp)", Cell::integer}};
-    bool any_vp = false, any_cp = false;
+    bool any_vp = false, any_cp = false, any_block = false;
     for (const auto& r : results) {
         any_vp = any_vp || r.plan->parallel.vp > 1;
         any_cp = any_cp || r.plan->parallel.cp > 1;
+        any_block = any_block || model::block_recompute(*r.plan);
     }
     if (any_vp) rows.push_back({"vp", "virtual stages (vp)", Cell::integer});
     if (any_cp) rows.push_back({"cp", "context parallel (cp)", Cell::integer});
-    const std::vector<RowSpec> rest{{"dp", "data parallel (dp)", Cell::integer},
-                                    {"micro_batch", "micro-batch", Cell::integer},
-                                    {"grad_accum", "gradient accumulation", Cell::integer},
-                                    {"sharding", "sharding", Cell::text},
-                                    {"recompute", "recompute", Cell::text},
-                                    {"fits", "fits in memory", Cell::yes_no},
-                                    {"memory_per_gpu_gib", "memory per GPU (GiB)", Cell::fixed, 1},
-                                    {"memory.capacity_gib", "HBM capacity (GiB)", Cell::fixed, 1},
-                                    {"step_time_s", "step time (s)", Cell::fixed, 3},
-                                    {"tokens_per_s", "tokens/s (cluster)", Cell::integer},
-                                    {"tokens_per_s_per_gpu", "tokens/s per GPU", Cell::integer},
-                                    {"model_tflops_per_gpu", "model TFLOP/s per GPU", Cell::fixed, 1},
-                                    {"mfu", "MFU (causal, precision peak)", Cell::percent, 1},
-                                    {"days_to_train", "days (steady state)", Cell::fixed, 1},
-                                    {"expected_days", "days (expected, with checkpoints and failures)", Cell::fixed, 1},
-                                    {"gpu_hours", "GPU-hours", Cell::integer},
-                                    {"price_per_gpu_hour", "price per GPU-hour", Cell::money, 2},
-                                    {"cost", "cost", Cell::money, 0},
-                                    {"cost_per_million_tokens", "cost per million tokens", Cell::money, 2}};
+    std::vector<RowSpec> rest{{"dp", "data parallel (dp)", Cell::integer},
+                              {"micro_batch", "micro-batch", Cell::integer},
+                              {"grad_accum", "gradient accumulation", Cell::integer},
+                              {"sharding", "sharding", Cell::text},
+                              {"recompute", "recompute", Cell::text},
+                              {"fits", "fits in memory", Cell::yes_no},
+                              {"memory_per_gpu_gib", "memory per GPU (GiB)", Cell::fixed, 1},
+                              {"memory.capacity_gib", "HBM capacity (GiB)", Cell::fixed, 1},
+                              {"step_time_s", "step time (s)", Cell::fixed, 3},
+                              {"tokens_per_s", "tokens/s (cluster)", Cell::integer},
+                              {"tokens_per_s_per_gpu", "tokens/s per GPU", Cell::integer},
+                              {"model_tflops_per_gpu", "model TFLOP/s per GPU", Cell::fixed, 1},
+                              {"mfu", "MFU (causal, precision peak)", Cell::percent, 1},
+                              {"days_to_train", "days (steady state)", Cell::fixed, 1},
+                              {"expected_days", "days (expected, with checkpoints and failures)", Cell::fixed, 1},
+                              {"gpu_hours", "GPU-hours", Cell::integer},
+                              {"price_per_gpu_hour", "price per GPU-hour", Cell::money, 2},
+                              {"cost", "cost", Cell::money, 0},
+                              {"cost_per_million_tokens", "cost per million tokens", Cell::money, 2}};
+    if (any_block) {
+        // After "recompute": how many layers of each model chunk block recompute covers.
+        const auto at = std::find_if(rest.begin(), rest.end(),
+                                     [](const RowSpec& r) { return std::string_view(r.key) == "recompute"; });
+        rest.insert(at + 1, {"recompute_layers", "layers recomputed per chunk", Cell::integer});
+    }
     rows.insert(rows.end(), rest.begin(), rest.end());
     std::string s = "<div class=\"scroll\"><table id=\"plans-table\">\n<thead><tr><th>plan</th>";
     for (std::size_t i = 0; i < plans.size(); ++i)
