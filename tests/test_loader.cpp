@@ -370,6 +370,23 @@ TEST_CASE("block recompute layers: only under full recompute and at most a chunk
     CHECK(all.plans.at(0).parallel.recompute_layers == 0);
 }
 
+TEST_CASE("FP8 primary weights and master remainders: where they apply", "[loader]") {
+    Fixture fx;
+    // kBase runs on gpu-fp8 in bf16 (the default precision).
+    auto ds = fx.errors(kBase + "parallel:\n  fp8_params: true\n");
+    REQUIRE(ds.size() == 1);
+    CHECK(ds[0].key == "parallel.fp8_params");
+    check_at(ds[0], 9, 3, "FP8 primary weights need precision: fp8, not bf16");
+    ds = fx.errors(kBase + "precision: fp8\nparallel:\n  fp8_params: true\n  master_param_remainders: true\n");
+    REQUIRE(ds.size() == 1);
+    CHECK(ds[0].key == "parallel.master_param_remainders");
+    ds = fx.errors(kBase + "parallel:\n  sharding: none\n  master_param_remainders: true\n");
+    REQUIRE(ds.size() == 1);
+    CHECK(ds[0].key == "parallel.master_param_remainders");
+    const auto ok = fx.load(kBase + "precision: fp8\nparallel:\n  fp8_params: true\n");
+    CHECK(ok.plans.at(0).parallel.fp8_params);
+}
+
 TEST_CASE("GPU count different from tp*pp*cp*dp", "[loader]") {
     Fixture fx;
     auto ds = fx.errors(kBase + "parallel:\n  dp: 2\n");

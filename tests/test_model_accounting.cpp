@@ -217,3 +217,49 @@ TEST_CASE("the fewest block-recompute layers that fit is the smallest N whose pe
     plan.hardware.hbm_capacity = one;
     CHECK(fewest_recompute_layers(plan) == 1);
 }
+
+TEST_CASE("FP8 primary weights and 16-bit master remainders: bytes per parameter", "[memory]") {
+    // FP8 primary weights (TE fp8_model_init): the layers' GEMM weights take 1 B instead of the
+    // BF16 2 B plus a 1 B FP8 copy; only the transpose stays extra. The embedding and head stay
+    // BF16. Master remainders (Apex store_param_remainders): FP32 master 4 B -> 2 B of the 12.
+    auto plan = trainsim::test::small_plan(2, 1, 4);
+    plan.precision = Precision::fp8;
+    plan.cluster.gpus_per_node = 8;
+    plan.cluster.nodes = 1;
+    const auto base = stage_memory(plan, 0);
+    const double P = base.local_params;
+    const double layers = plan.model.layers * count_params(plan.model).per_layer / plan.parallel.tp;
+    REQUIRE(layers < P);  // the embedding and head are local too
+    CHECK(base.weights.value() == Approx(2.0 * P));
+    CHECK(base.fp8_buffers.value() == Approx(2.0 * layers));
+    plan.parallel.fp8_params = true;
+    const auto f8 = stage_memory(plan, 0);
+    CHECK(f8.weights.value() == Approx(2.0 * P - layers));
+    CHECK(f8.fp8_buffers.value() == Approx(layers));
+    CHECK(f8.optimizer.value() == Approx(base.optimizer.value()));
+    plan.parallel.fp8_params = false;
+    plan.parallel.master_param_remainders = true;
+    const auto rem = stage_memory(plan, 0);
+    CHECK(rem.optimizer.value() == Approx(10.0 * P / 4));
+    CHECK(base.optimizer.value() == Approx(12.0 * P / 4));
+    CHECK(rem.weights.value() == Approx(base.weights.value()));
+}
+
+TEST_CASE("FP8 primary weights halve the distributed optimizer's gathers of layer weights", "[memory][workload]") {
+    auto plan = trainsim::test::small_plan(1, 1, 4);
+    plan.precision = Precision::fp8;
+    auto gathered = [&] {
+        const auto g = build_workload(plan);
+        double bytes = 0;
+        for (const auto& op : g.stages[0].ops)
+            if (g.protos[op.proto].name == "param_ag") bytes += g.protos[op.proto].bytes.value();
+        return bytes;
+    };
+    const double bf16 = gathered();
+    plan.parallel.fp8_params = true;
+    const double fp8 = gathered();
+    const double layers = plan.model.layers * count_params(plan.model).per_layer;
+    REQUIRE(bf16 > 0);
+    // nccl-tests size of an all-gather: the gathered buffer, 2 B (or 1 B) per parameter.
+    CHECK(bf16 - fp8 == Approx(layers));
+}

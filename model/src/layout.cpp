@@ -105,6 +105,23 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
         add("parallel.vp", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of pp={}",
                                        plan.grad_accum(), p.pp));
     if (p.vp > 1 && p.pp < 2) add("parallel.vp", "vp > 1 (interleaving) needs pp > 1");
+    const bool sharded_optimizer =
+        p.sharding == Sharding::dist_opt || p.sharding == Sharding::zero1 || p.sharding == Sharding::zero2;
+    if (p.fp8_params && plan.precision != Precision::fp8)
+        add("parallel.fp8_params", fmt::format("FP8 primary weights need precision: fp8, not {}", to_string(plan.precision)));
+    else if (p.fp8_params && !sharded_optimizer && p.sharding != Sharding::none)
+        add("parallel.fp8_params", fmt::format("FP8 primary weights are modelled with none, dist_opt, zero1 or zero2 "
+                                               "sharding, not '{}'", to_string(p.sharding)));
+    if (p.master_param_remainders) {
+        if (p.fp8_params || plan.precision == Precision::fp16)
+            add("parallel.master_param_remainders",
+                p.fp8_params ? std::string("16-bit master remainders complete BF16 weights; with fp8_params there are none")
+                             : std::string("16-bit master remainders complete BF16 weights, not FP16 ones"));
+        else if (!sharded_optimizer)
+            add("parallel.master_param_remainders",
+                fmt::format("16-bit master remainders are a feature of a sharded optimizer (dist_opt, zero1, zero2), "
+                            "not '{}'", to_string(p.sharding)));
+    }
     if (p.recompute_layers != 0) {
         if (p.recompute != Recompute::full)
             add("parallel.recompute_layers",

@@ -86,26 +86,31 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     // Megatron's main-gradient buffer is FP32 (also under --fp16: the optimizer copies to FP32
     // main gradients); a 16-bit gradient sync (parallel.main_grads_fp32 false) halves it.
     const double main_grad = p.main_grads_fp32 ? 4.0 : 2.0;
+    // FP8 primary weights keep the layers' GEMM weights in 1 B (embeddings and the head stay
+    // BF16); 16-bit master remainders make the FP32 master copy 2 B of the 12.
+    const double layer_local = layers_per_stage * pc.per_layer / p.tp;
+    const double weights16 = 2.0 * local - (p.fp8_params ? layer_local : 0.0);
+    const double optimizer = p.master_param_remainders ? 10.0 : 12.0;
     switch (p.sharding) {
     case Sharding::none:
-        mb.weights = Bytes(2.0 * local);
+        mb.weights = Bytes(weights16);
         mb.gradients = Bytes(main_grad * local);
-        mb.optimizer = Bytes(12.0 * local);
+        mb.optimizer = Bytes(optimizer * local);
         break;
     case Sharding::dist_opt:
-        mb.weights = Bytes(2.0 * local);
+        mb.weights = Bytes(weights16);
         mb.gradients = Bytes(main_grad * local);
-        mb.optimizer = Bytes(12.0 * local / dp_group);
+        mb.optimizer = Bytes(optimizer * local / dp_group);
         break;
     case Sharding::zero1:
-        mb.weights = Bytes(2.0 * local);
+        mb.weights = Bytes(weights16);
         mb.gradients = Bytes(2.0 * local);
-        mb.optimizer = Bytes(12.0 * local / dp_group);
+        mb.optimizer = Bytes(optimizer * local / dp_group);
         break;
     case Sharding::zero2:
-        mb.weights = Bytes(2.0 * local);
+        mb.weights = Bytes(weights16);
         mb.gradients = Bytes(2.0 * local / dp_group);
-        mb.optimizer = Bytes(12.0 * local / dp_group);
+        mb.optimizer = Bytes(optimizer * local / dp_group);
         break;
     case Sharding::zero3:
     case Sharding::fsdp:
@@ -121,8 +126,10 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
         break;
     }
     if (plan.precision == Precision::fp8) {
-        // TE keeps an FP8 copy of every GEMM weight and its transpose (1 B each).
-        mb.fp8_buffers = Bytes(2.0 * (layers_per_stage * pc.per_layer / p.tp) /
+        // TE keeps an FP8 copy of every GEMM weight and its transpose (1 B each); with FP8
+        // primary weights the copy is the weight itself (counted above) and only the transpose
+        // is extra.
+        mb.fp8_buffers = Bytes((p.fp8_params ? 1.0 : 2.0) * layer_local /
                                (per_layer_sharding(p.sharding) ? shard / 2.0 : 1.0));
     }
 

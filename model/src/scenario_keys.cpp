@@ -116,6 +116,12 @@ std::vector<KeySpec> make_table() {
                "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",
             "Adam as one fused kernel (Apex / TE / DeepSpeed) rather than PyTorch's multi-pass foreach update"),
+        key("parallel.fp8_params", "bool", "", "false",
+            "FP8 primary weights (TE fp8_model_init, NeMo fp8_params, Megatron-Core --fp8-param-gather): no BF16 "
+            "copy of the GEMM weights, FP8 parameter gathers; needs precision fp8"),
+        key("parallel.master_param_remainders", "bool", "", "false",
+            "FP32 master weights stored as 16-bit remainders of the BF16 weights (Apex DistributedFusedAdam "
+            "store_param_remainders, NeMo): 2 B instead of 4 per parameter; needs BF16 weights and a sharded optimizer"),
         key("parallel.fsdp_gathers_per_layer", "int", "collectives", "1",
             "ZeRO-3 / FSDP all-gathers per layer (1: flattened, as PyTorch FSDP; one per tensor in DeepSpeed 2021)"),
         key("parallel.fsdp_prefetch_bucket_params", "count", "parameters", "0",

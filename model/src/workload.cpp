@@ -522,6 +522,14 @@ private:
     [[nodiscard]] int shard_size() const { return p_.sharding == Sharding::hsdp ? g_.hsdp_shard : p_.dp * p_.cp; }
     [[nodiscard]] double grad_bytes() const { return grad_bytes_per_param(plan_); }
 
+    // Bytes the distributed optimizer gathers for a bucket: BF16 parameters, or with FP8 primary
+    // weights 1 B for the layers' (GEMM) weights and 2 B for the embedding and head.
+    [[nodiscard]] double gather_bytes(const Bucket& b) const {
+        double bytes = 0;
+        for (int u : b.units) bytes += unit_params(u) * (p_.fp8_params && u >= 0 ? 1.0 : 2.0);
+        return bytes;
+    }
+
     // Parameters of one "unit" on this TP rank: a layer, the embedding, or the LM head.
     [[nodiscard]] double unit_params(int unit) const {
         if (unit == kEmbedUnit) return params_.embedding / p_.tp;
@@ -592,7 +600,7 @@ private:
                 for (int b = static_cast<int>(buckets.size()) - 1; b >= 0; --b) {
                     if (buckets[static_cast<std::size_t>(b)].chunk != c) continue;
                     const auto proto = collective("param_ag", CollectiveOp::all_gather, Group::dp_cp,
-                                                  2.0 * buckets[static_cast<std::size_t>(b)].params);
+                                                  gather_bytes(buckets[static_cast<std::size_t>(b)]));
                     bucket_gather[static_cast<std::size_t>(b)] =
                         emit(st, proto, Stream::dp_gather, Category::dp_comm, 0, c);
                 }

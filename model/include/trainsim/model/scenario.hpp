@@ -95,6 +95,14 @@ struct Parallel {
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.
     bool fused_optimizer = true;
+    // FP8 primary weights (Transformer Engine fp8_model_init, NeMo fp8_params, Megatron-Core
+    // --fp8-param-gather): GEMM weights kept only in FP8 (1 B, plus the FP8 transpose), no BF16
+    // copy, and gathered by the distributed optimizer in FP8. Needs precision fp8.
+    bool fp8_params = false;
+    // Apex DistributedFusedAdam store_param_remainders (NeMo's distributed_fused_adam): the FP32
+    // master weights kept as the 16 low-order bits that complete the BF16 weights, 2 B instead
+    // of 4 per parameter. Needs BF16 weights and a sharded optimizer.
+    bool master_param_remainders = false;
 };
 
 struct Cluster {
