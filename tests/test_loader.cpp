@@ -351,19 +351,24 @@ TEST_CASE("layers not divisible by pp*vp", "[loader]") {
     check_at(ds[0], 9, 3, "pp*vp = 2*4 = 8 does not divide the 4 layers of Tiny");
 }
 
+namespace {
+// The one diagnostic of a scenario that must fail, which must blame `key`.
+Diagnostic only_error(const Fixture& fx, const std::string& yaml, const std::string& key) {
+    const auto ds = fx.errors(yaml);
+    REQUIRE(ds.size() == 1);
+    CHECK(ds[0].key == key);
+    return ds[0];
+}
+} // namespace
+
 TEST_CASE("block recompute layers: only under full recompute and at most a chunk", "[loader][recompute]") {
     Fixture fx;
-    auto ds = fx.errors(kBase + "parallel:\n  recompute_layers: 2\n");
-    REQUIRE(ds.size() == 1);
-    CHECK(ds[0].key == "parallel.recompute_layers");
-    check_at(ds[0], 9, 3, "recompute_layers applies to recompute: full (block recompute), not 'none'");
-    ds = fx.errors(kBase + "parallel:\n  recompute: full\n  recompute_layers: 5\n");
-    REQUIRE(ds.size() == 1);
-    CHECK(ds[0].key == "parallel.recompute_layers");
-    check_at(ds[0], 10, 3, "5 layers recomputed per model chunk, but a chunk has 4 (layers / (pp*vp) = 4 / 1)");
-    ds = fx.errors(kBase + "parallel:\n  recompute: full\n  recompute_layers: 0\n");
-    REQUIRE(ds.size() == 1);
-    CHECK(ds[0].key == "parallel.recompute_layers");
+    const std::string key = "parallel.recompute_layers";
+    check_at(only_error(fx, kBase + "parallel:\n  recompute_layers: 2\n", key), 9, 3,
+             "recompute_layers applies to recompute: full (block recompute), not 'none'");
+    check_at(only_error(fx, kBase + "parallel:\n  recompute: full\n  recompute_layers: 5\n", key), 10, 3,
+             "5 layers recomputed per model chunk, but a chunk has 4 (layers / (pp*vp) = 4 / 1)");
+    (void)only_error(fx, kBase + "parallel:\n  recompute: full\n  recompute_layers: 0\n", key);
     const auto ok = fx.load(kBase + "parallel:\n  recompute: full\n  recompute_layers: 3\n");
     CHECK(ok.plans.at(0).parallel.recompute_layers == 3);
     const auto all = fx.load(kBase + "parallel:\n  recompute: full\n  recompute_layers: all\n");
@@ -373,16 +378,11 @@ TEST_CASE("block recompute layers: only under full recompute and at most a chunk
 TEST_CASE("FP8 primary weights and master remainders: where they apply", "[loader]") {
     Fixture fx;
     // kBase runs on gpu-fp8 in bf16 (the default precision).
-    auto ds = fx.errors(kBase + "parallel:\n  fp8_params: true\n");
-    REQUIRE(ds.size() == 1);
-    CHECK(ds[0].key == "parallel.fp8_params");
-    check_at(ds[0], 9, 3, "FP8 primary weights need precision: fp8, not bf16");
-    ds = fx.errors(kBase + "precision: fp8\nparallel:\n  fp8_params: true\n  master_param_remainders: true\n");
-    REQUIRE(ds.size() == 1);
-    CHECK(ds[0].key == "parallel.master_param_remainders");
-    ds = fx.errors(kBase + "parallel:\n  sharding: none\n  master_param_remainders: true\n");
-    REQUIRE(ds.size() == 1);
-    CHECK(ds[0].key == "parallel.master_param_remainders");
+    check_at(only_error(fx, kBase + "parallel:\n  fp8_params: true\n", "parallel.fp8_params"), 9, 3,
+             "FP8 primary weights need precision: fp8, not bf16");
+    const std::string key = "parallel.master_param_remainders";
+    (void)only_error(fx, kBase + "precision: fp8\nparallel:\n  fp8_params: true\n  master_param_remainders: true\n", key);
+    (void)only_error(fx, kBase + "parallel:\n  sharding: none\n  master_param_remainders: true\n", key);
     const auto ok = fx.load(kBase + "precision: fp8\nparallel:\n  fp8_params: true\n");
     CHECK(ok.plans.at(0).parallel.fp8_params);
 }
