@@ -161,8 +161,7 @@ TEST_CASE("fit recovers the GEMM rate, memory and collective curves, hop latency
     CHECK(p.sources.at("compute.gemm_efficiency.fp8") == base.sources.at("compute.gemm_efficiency.fp8"));
 }
 
-TEST_CASE("the sustained clock ratio and the slowdown come from the GEMM after sustained load",
-          "[calibrate][fit]") {
+TEST_CASE("the sustained clock ratio and the slowdown come from the GEMM after sustained load", "[calibrate][fit]") {
     // 8192^3 on 8 ranks: 2.0 ms in the short benchmark, 2.5 ms after sustained load (the clock
     // the GPUs hold: ratio 0.8), and 3.0 ms under an all-reduce after that load (slowdown 0.2,
     // relative to the sustained clock; the short pair alone would say 0.15).

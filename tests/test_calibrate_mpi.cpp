@@ -66,7 +66,7 @@ TEST_CASE("measure under mpirun: 2 MPI ranks run the CPU collectives and rank 0 
         INFO(op);
         CHECK(collectives[op] == 3);  // the tiny plan's three sizes
     }
-    CHECK(overlap == 4);  // the GEMM alone and under an all-reduce, short and after sustained load
+    CHECK(overlap == 4); // the GEMM alone and under an all-reduce, short and after sustained load
 
     // run.json records the MPI world; no second run-N.json from rank 1.
     const json run = json::parse(test::read_text(out / "run.json"));

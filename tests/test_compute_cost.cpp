@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 struct Measured {
     std::int64_t b = 0, m = 0, n = 0, k = 0;
-    double flops_per_s = 0;  // of the requested precision column
+    double flops_per_s = 0; // of the requested precision column
 };
 
 // Reads tests/data/xla-h100-gemm.csv ('#' lines are provenance) and keeps the rows that have a
@@ -35,7 +35,7 @@ std::vector<Measured> read_table(const std::string& column) {
         std::vector<std::string> cells;
         std::stringstream ss(line);
         for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
-        if (line.back() == ',') cells.emplace_back();  // getline drops a trailing empty cell
+        if (line.back() == ',') cells.emplace_back(); // getline drops a trailing empty cell
         if (col.empty()) {
             for (std::size_t i = 0; i < cells.size(); ++i) col[cells[i]] = i;
             REQUIRE(col.contains(column));
@@ -51,9 +51,9 @@ std::vector<Measured> read_table(const std::string& column) {
 
 struct Agreement {
     int n = 0;
-    double mean_ratio = 0;  // geometric mean of model time / measured time
-    double rms = 0;         // of log(model / measured) about its mean
-    double worst = 0;       // largest |log(model / measured) - mean|
+    double mean_ratio = 0; // geometric mean of model time / measured time
+    double rms = 0;        // of log(model / measured) about its mean
+    double worst = 0;      // largest |log(model / measured) - mean|
 };
 
 // Compares the shipped H100 profile's GEMM times with the table at the benchmark's clock (a short

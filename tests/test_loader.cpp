@@ -381,7 +381,8 @@ TEST_CASE("FP8 primary weights and master remainders: where they apply", "[loade
     check_at(only_error(fx, kBase + "parallel:\n  fp8_params: true\n", "parallel.fp8_params"), 9, 3,
              "FP8 primary weights need precision: fp8, not bf16");
     const std::string key = "parallel.master_param_remainders";
-    (void)only_error(fx, kBase + "precision: fp8\nparallel:\n  fp8_params: true\n  master_param_remainders: true\n", key);
+    (void)only_error(fx, kBase + "precision: fp8\nparallel:\n  fp8_params: true\n  master_param_remainders: true\n",
+                     key);
     (void)only_error(fx, kBase + "parallel:\n  sharding: none\n  master_param_remainders: true\n", key);
     const auto ok = fx.load(kBase + "precision: fp8\nparallel:\n  fp8_params: true\n");
     CHECK(ok.plans.at(0).parallel.fp8_params);

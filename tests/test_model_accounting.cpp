@@ -165,13 +165,12 @@ TEST_CASE("block recompute keeps the inputs of N layers per chunk and the full a
     // input (2 B x tokens x hidden, split by SP), the other layers everything, plus one layer's
     // full activations while it is recomputed. One stage (first and last): the loss and
     // embedding buffers are the same under every policy, so differences cancel them.
-    auto plan = trainsim::test::small_plan(2, 1, 1, 4, 1);  // tp 2 + SP, 8 layers, one chunk
+    auto plan = trainsim::test::small_plan(2, 1, 1, 4, 1); // tp 2 + SP, 8 layers, one chunk
     const int L = plan.model.layers;
     const auto& t = plan.training;
     ActivationOptions opt;
-    const double whole = layer_activation_bytes(plan.model, t.seq_len, 1, 2, true, 1, Recompute::none,
-                                                plan.precision, opt)
-                             .value();
+    const double whole =
+        layer_activation_bytes(plan.model, t.seq_len, 1, 2, true, 1, Recompute::none, plan.precision, opt).value();
     const double input = 2.0 * t.seq_len * plan.model.hidden / 2;
     CHECK(layer_activation_bytes(plan.model, t.seq_len, 1, 2, true, 1, Recompute::full, plan.precision, opt).value() ==
           Approx(input));
@@ -188,14 +187,14 @@ TEST_CASE("block recompute keeps the inputs of N layers per chunk and the full a
         CHECK(full_recompute_layers(plan) == n);
         CHECK(stage_memory(plan, 0).activations.value() - full == Approx((L - n) * (whole - input)));
     }
-    plan.parallel.recompute_layers = 0;  // every layer
+    plan.parallel.recompute_layers = 0; // every layer
     CHECK(full_recompute_layers(plan) == L);
     plan.parallel.recompute = Recompute::selective;
     CHECK(full_recompute_layers(plan) == 0);
 }
 
 TEST_CASE("the fewest block-recompute layers that fit is the smallest N whose peak fits", "[memory][recompute]") {
-    auto plan = trainsim::test::small_plan(1, 2, 1, 8, 1);  // 2 stages x 2 chunks of 2 layers
+    auto plan = trainsim::test::small_plan(1, 2, 1, 8, 1); // 2 stages x 2 chunks of 2 layers
     plan.parallel.vp = 2;
     plan.parallel.recompute = Recompute::full;
     plan.parallel.recompute_layers = 1;
@@ -229,7 +228,7 @@ TEST_CASE("FP8 primary weights and 16-bit master remainders: bytes per parameter
     const auto base = stage_memory(plan, 0);
     const double P = base.local_params;
     const double layers = plan.model.layers * count_params(plan.model).per_layer / plan.parallel.tp;
-    REQUIRE(layers < P);  // the embedding and head are local too
+    REQUIRE(layers < P); // the embedding and head are local too
     CHECK(base.weights.value() == Approx(2.0 * P));
     CHECK(base.fp8_buffers.value() == Approx(2.0 * layers));
     plan.parallel.fp8_params = true;

@@ -11,8 +11,8 @@
 #include "trainsim/sim/plan_search.hpp"
 #include "trainsim/sim/run_model.hpp"
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -483,7 +483,8 @@ TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout",
     CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --days wallclock").rc == 2);
 }
 
-TEST_CASE("the search takes full recompute as block recompute of the fewest layers that fit", "[plan-search][recompute]") {
+TEST_CASE("the search takes full recompute as block recompute of the fewest layers that fit",
+          "[plan-search][recompute]") {
     // HBM between the no-recompute and full-recompute peaks of one layout (tp1 pp1 dp8 mbs4
     // dist_opt): there it must recompute, and recomputing fewer than all 8 layers fits.
     auto base = small_base();
@@ -515,8 +516,7 @@ TEST_CASE("the search takes full recompute as block recompute of the fewest laye
         CHECK(r.estimate.fits);
         auto fewer = r.plan;
         fewer.parallel.recompute_layers = p.recompute_layers - 1;
-        if (fewer.parallel.recompute_layers > 0)
-            CHECK(model::peak_memory(fewer).total() > base.hardware.hbm_capacity);
+        if (fewer.parallel.recompute_layers > 0) CHECK(model::peak_memory(fewer).total() > base.hardware.hbm_capacity);
         if (p.tp == 1 && p.pp == 1 && p.cp == 1 && r.plan.training.micro_batch == 4) {
             found_ref = true;
             CHECK(p.recompute_layers == n);

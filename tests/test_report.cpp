@@ -434,7 +434,7 @@ TEST_CASE("the report's table shows how many layers block recompute covers when 
     const auto plans = plans_of(json::parse(rep.out));
     REQUIRE(plans.size() == 2);
     CHECK(plans[0]["recompute_layers"] == 10);
-    CHECK(plans[1]["recompute_layers"] == 40);  // 80 layers / pp 2, all of them
+    CHECK(plans[1]["recompute_layers"] == 40); // 80 layers / pp 2, all of them
     const std::string html = read_file(out);
     CHECK(count(html, "<th>layers recomputed per chunk</th>") == 1);
     CHECK(count(html, "data-key=\"recompute_layers\">10<") == 1);

@@ -447,7 +447,8 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
             p.sustained_clock_ratio = ratio;
             replace("compute.sustained_clock_ratio",
                     fmt::format("{}^3 GEMM on {} ranks: {} in a short benchmark vs {} after {} calls of sustained "
-                                "load", dim, ranks, micros(o.alone), micros(o.sustained_alone), o.sustain_calls));
+                                "load",
+                                dim, ranks, micros(o.alone), micros(o.sustained_alone), o.sustain_calls));
         }
         // Compute next to communication, relative to the same clock: the sustained pair when it
         // was measured (a training step runs under sustained load), the short pair otherwise.

@@ -196,15 +196,16 @@ void add_overlap(Builder& b, std::int64_t dim, const std::string& dtype, double 
         Descriptor d;
         d.kind = OpKind::overlap;
         d.op = op;
-        if (d.under_all_reduce() && b.ctx.world < 2) continue;  // one rank: GEMMs alone only
+        if (d.under_all_reduce() && b.ctx.world < 2) continue; // one rank: GEMMs alone only
         d.dtype = dtype;
         d.m = d.n = d.k = dim;
         d.group_size = b.ctx.world;
         d.scope = scope_of(b.ctx, b.ctx.world);
         d.comm_bytes =
             d.under_all_reduce() ? collective_bytes(comm_bytes, b.ctx.world, Descriptor::element_bytes(dtype)) : 0.0;
-        d.label = fmt::format("{}^3 GEMM {} over {} ranks{}", dim, d.under_all_reduce() ? "under an all-reduce" : "alone",
-                              b.ctx.world, sustained ? fmt::format(", after {} calls of sustained load", sustain) : "");
+        d.label =
+            fmt::format("{}^3 GEMM {} over {} ranks{}", dim, d.under_all_reduce() ? "under an all-reduce" : "alone",
+                        b.ctx.world, sustained ? fmt::format(", after {} calls of sustained load", sustain) : "");
         d.warmup = !sustained ? warmup : d.under_all_reduce() ? std::max(1, sustain / 5) : sustain;
         d.iters = iters;
         b.add(d);

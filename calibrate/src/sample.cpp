@@ -156,7 +156,8 @@ std::optional<std::string> invalid_descriptor(const Descriptor& d) {
     case OpKind::memory: op_ok = one_of({"copy", "triad", "rmsnorm", "adam", "cast_transpose"}); break;
     case OpKind::collective: op_ok = one_of({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"}); break;
     case OpKind::overlap:
-        op_ok = one_of({"gemm_alone", "gemm_under_all_reduce", "gemm_sustained_alone", "gemm_sustained_under_all_reduce"});
+        op_ok =
+            one_of({"gemm_alone", "gemm_under_all_reduce", "gemm_sustained_alone", "gemm_sustained_under_all_reduce"});
         break;
     }
     if (!op_ok) return fmt::format("unknown op '{}' for kind {}", d.op, to_string(d.kind));

@@ -108,26 +108,31 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
     const bool sharded_optimizer =
         p.sharding == Sharding::dist_opt || p.sharding == Sharding::zero1 || p.sharding == Sharding::zero2;
     if (p.fp8_params && plan.precision != Precision::fp8)
-        add("parallel.fp8_params", fmt::format("FP8 primary weights need precision: fp8, not {}", to_string(plan.precision)));
+        add("parallel.fp8_params",
+            fmt::format("FP8 primary weights need precision: fp8, not {}", to_string(plan.precision)));
     else if (p.fp8_params && !sharded_optimizer && p.sharding != Sharding::none)
         add("parallel.fp8_params", fmt::format("FP8 primary weights are modelled with none, dist_opt, zero1 or zero2 "
-                                               "sharding, not '{}'", to_string(p.sharding)));
+                                               "sharding, not '{}'",
+                                               to_string(p.sharding)));
     if (p.master_param_remainders) {
         if (p.fp8_params || plan.precision == Precision::fp16)
             add("parallel.master_param_remainders",
-                p.fp8_params ? std::string("16-bit master remainders complete BF16 weights; with fp8_params there are none")
-                             : std::string("16-bit master remainders complete BF16 weights, not FP16 ones"));
+                p.fp8_params
+                    ? std::string("16-bit master remainders complete BF16 weights; with fp8_params there are none")
+                    : std::string("16-bit master remainders complete BF16 weights, not FP16 ones"));
         else if (!sharded_optimizer)
             add("parallel.master_param_remainders",
                 fmt::format("16-bit master remainders are a feature of a sharded optimizer (dist_opt, zero1, zero2), "
-                            "not '{}'", to_string(p.sharding)));
+                            "not '{}'",
+                            to_string(p.sharding)));
     }
     if (p.recompute_layers != 0) {
         if (p.recompute != Recompute::full)
             add("parallel.recompute_layers",
                 fmt::format("recompute_layers applies to recompute: full (block recompute), not '{}'",
                             to_string(p.recompute)));
-        else if (p.recompute_layers < 0 || (m.layers % (p.pp * p.vp) == 0 && p.recompute_layers > m.layers / (p.pp * p.vp)))
+        else if (p.recompute_layers < 0 ||
+                 (m.layers % (p.pp * p.vp) == 0 && p.recompute_layers > m.layers / (p.pp * p.vp)))
             add("parallel.recompute_layers",
                 fmt::format("{} layers recomputed per model chunk, but a chunk has {} (layers / (pp*vp) = {} / {})",
                             p.recompute_layers, m.layers / (p.pp * p.vp), m.layers, p.pp * p.vp));

@@ -129,8 +129,8 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
         // TE keeps an FP8 copy of every GEMM weight and its transpose (1 B each); with FP8
         // primary weights the copy is the weight itself (counted above) and only the transpose
         // is extra.
-        mb.fp8_buffers = Bytes((p.fp8_params ? 1.0 : 2.0) * layer_local /
-                               (per_layer_sharding(p.sharding) ? shard / 2.0 : 1.0));
+        mb.fp8_buffers =
+            Bytes((p.fp8_params ? 1.0 : 2.0) * layer_local / (per_layer_sharding(p.sharding) ? shard / 2.0 : 1.0));
     }
 
     // Activations: the layers of every (micro-batch, chunk) forward pass held at the peak of this
@@ -193,8 +193,10 @@ int fewest_recompute_layers(const Plan& plan) {
     int lo = 1, hi = per_chunk;
     while (lo < hi) {
         const int mid = lo + (hi - lo) / 2;
-        if (fits(mid)) hi = mid;
-        else lo = mid + 1;
+        if (fits(mid))
+            hi = mid;
+        else
+            lo = mid + 1;
     }
     return lo == per_chunk ? 0 : lo;
 }

@@ -121,14 +121,16 @@ std::vector<KeySpec> make_table() {
             "copy of the GEMM weights, FP8 parameter gathers; needs precision fp8"),
         key("parallel.master_param_remainders", "bool", "", "false",
             "FP32 master weights stored as 16-bit remainders of the BF16 weights (Apex DistributedFusedAdam "
-            "store_param_remainders, NeMo): 2 B instead of 4 per parameter; needs BF16 weights and a sharded optimizer"),
+            "store_param_remainders, NeMo): 2 B instead of 4 per parameter; needs BF16 weights and a sharded "
+            "optimizer"),
         key("parallel.fsdp_gathers_per_layer", "int", "collectives", "1",
             "ZeRO-3 / FSDP all-gathers per layer (1: flattened, as PyTorch FSDP; one per tensor in DeepSpeed 2021)"),
         key("parallel.fsdp_prefetch_bucket_params", "count", "parameters", "0",
             "ZeRO-3 / FSDP parameters of the next layer gathered ahead (0: the whole layer, as PyTorch FSDP; "
             "DeepSpeed stage3_prefetch_bucket_size 5e7)"),
         key("parallel.list_collectives", "bool", "", "false",
-            "ZeRO-3 / FSDP collectives through PyTorch's list API: one copy kernel per rank (DeepSpeed on PyTorch < 1.10)"),
+            "ZeRO-3 / FSDP collectives through PyTorch's list API: one copy kernel per rank (DeepSpeed on PyTorch < "
+            "1.10)"),
         key("parallel.main_grads_fp32", "bool", "", "true",
             "FP32 main-gradient buffer reduced in FP32 (Megatron); false: 16-bit gradients and sync (NeMo "
             "distributed_fused_adam grad_sync_dtype bf16)"),
@@ -148,7 +150,8 @@ std::vector<KeySpec> make_table() {
         one_of("cluster.inter_node", spellings<InterFabric>(3), "infiniband", "Fabric between nodes"),
         key("cluster.nics_per_node", "int", "", "(profile node.nics_per_node)",
             "Network interfaces per node (0 for a single node)"),
-        key("cluster.nic_rate", "bandwidth", "bit/s or B/s", "(profile node.nic_rate)", "Line rate per NIC, per direction"),
+        key("cluster.nic_rate", "bandwidth", "bit/s or B/s", "(profile node.nic_rate)",
+            "Line rate per NIC, per direction"),
         key("cluster.oversubscription", "number", "ratio", "1",
             "Fat-tree leaf down:up bandwidth ratio (1 = non-blocking; 4 = cross-leaf traffic gets a quarter)"),
         key("cluster.nodes_per_leaf", "int", "nodes", "32",

@@ -463,7 +463,8 @@ private:
     std::uint32_t layer_backward(StageState& st, int mb, int chunk, int layer, std::uint32_t gather_dep) {
         const auto& L = lp_;
         const auto cat = Category::backward;
-        if (layer < full_recompute_layers_) layer_forward(st, mb, chunk, Category::recompute, gather_dep);
+        if (layer < full_recompute_layers_)
+            layer_forward(st, mb, chunk, Category::recompute, gather_dep);
         else if (gather_dep != kNone) st.pending.push_back(gather_dep);
         // MLP block
         if (L.fp8_cast_bwd) compute_tracked(st, L.fp8_cast_bwd, cat, mb, chunk);

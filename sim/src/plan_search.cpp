@@ -453,8 +453,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         bool dominated = false;
         if (opt.prune) {
             for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(all[i], all[j]);)
-                if (fits[j] == 2 && lighter_subset(all[j], all[i]))
-                    dominated = true;
+                if (fits[j] == 2 && lighter_subset(all[j], all[i])) dominated = true;
         }
         if (dominated) ++st.pruned_dominated;
         else cand.push_back(i);

@@ -134,8 +134,9 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
     s += fmt::format("== {} ==\n", e.name);
     s += fmt::format("  {} on {} x {} ({}, profile: {}), {} | {} | {} sharding, recompute {}\n", plan.model.name,
                      plan.num_gpus(), plan.hardware.name, model::to_string(plan.precision),
-                     model::to_string(plan.hardware.provenance), layout(plan), fmt::format("gbs {} x mbs {} x seq {}",
-                     plan.training.global_batch, plan.training.micro_batch, plan.training.seq_len),
+                     model::to_string(plan.hardware.provenance), layout(plan),
+                     fmt::format("gbs {} x mbs {} x seq {}", plan.training.global_batch, plan.training.micro_batch,
+                                 plan.training.seq_len),
                      model::to_string(plan.parallel.sharding), model::recompute_label(plan));
     const auto& m = e.memory;
     s += fmt::format("  memory per GPU (stage {}): {:.1f} GiB of {:.1f} GiB{}\n", m.stage, to_gib(m.total()),

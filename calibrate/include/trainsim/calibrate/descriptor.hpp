@@ -10,12 +10,12 @@
 namespace trainsim::calibrate {
 
 enum class OpKind {
-    gemm,        // C[m,n] = A[m,k] B[k,n]
-    attention,   // causal attention forward or backward
-    memory,      // a memory-bound kernel
-    collective,  // a collective over group_size ranks
-    overlap,     // a GEMM timed alone ("gemm_alone") or under an all-reduce ("gemm_under_all_reduce"),
-                 // also after a long sustained load ("gemm_sustained_alone", "gemm_sustained_under_all_reduce")
+    gemm,       // C[m,n] = A[m,k] B[k,n]
+    attention,  // causal attention forward or backward
+    memory,     // a memory-bound kernel
+    collective, // a collective over group_size ranks
+    overlap,    // a GEMM timed alone ("gemm_alone") or under an all-reduce ("gemm_under_all_reduce"),
+                // also after a long sustained load ("gemm_sustained_alone", "gemm_sustained_under_all_reduce")
 };
 [[nodiscard]] const char* to_string(OpKind k);
 
@@ -27,10 +27,10 @@ enum class AlgoChoice { first, best };
 struct Descriptor {
     std::string key;    // stable identity: resume skips keys already in samples.jsonl
     OpKind kind = OpKind::gemm;
-    std::string op;     // gemm | attention_fwd | attention_bwd | copy | triad | rmsnorm | adam |
-                        // cast_transpose | all_reduce | all_gather | reduce_scatter | all_to_all |
-                        // send_recv | gemm_alone | gemm_under_all_reduce | gemm_sustained_alone |
-                        // gemm_sustained_under_all_reduce
+    std::string op; // gemm | attention_fwd | attention_bwd | copy | triad | rmsnorm | adam |
+                    // cast_transpose | all_reduce | all_gather | reduce_scatter | all_to_all |
+                    // send_recv | gemm_alone | gemm_under_all_reduce | gemm_sustained_alone |
+                    // gemm_sustained_under_all_reduce
     // Element types as measured: "bf16", "fp32", "fp8_e4m3" (both operands), or for mixed FP8
     // GEMMs "fp8_e5m2xfp8_e4m3" (A x B). Honest labels: the CPU backend measures fp32.
     std::string dtype;
