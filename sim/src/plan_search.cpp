@@ -85,6 +85,11 @@ model::Plan with_gpu_count(const model::Plan& base, int gpus) {
     return p;
 }
 
+// A searched plan's name: its GPU count and layout.
+std::string search_name(const model::Plan& plan) {
+    return fmt::format("{} GPUs {}", plan.num_gpus(), layout_label(plan));
+}
+
 } // namespace
 
 std::string layout_label(const model::Plan& plan, bool with_dp) {
@@ -139,7 +144,7 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                                         p.parallel.sharding = sh;
                                         p.parallel.recompute = rc;
                                         p.training.micro_batch = mb;
-                                        p.name = fmt::format("{} GPUs {}", gpus, layout_label(p));
+                                        p.name = search_name(p);
                                         out.push_back(std::move(p));
                                     }
                                 }
@@ -421,7 +426,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(p, all[j]);)
             if (all[j].parallel.recompute == model::Recompute::none && fits[j] == 2) return;
         p.parallel.recompute_layers = model::fewest_recompute_layers(p);
-        if (p.parallel.recompute_layers > 0) p.name = fmt::format("{} GPUs {}", p.num_gpus(), layout_label(p));
+        if (p.parallel.recompute_layers > 0) p.name = search_name(p);
     });
     std::vector<std::size_t> cand;
     // 2. Dominated recompute policies. Rule: among variants of one layout that differ only in the
