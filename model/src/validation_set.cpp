@@ -281,8 +281,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                            static_cast<int>(cell("cp").empty());
         for (auto [name, deg] : {std::pair<const char*, int*>{"tp", &par.tp}, {"pp", &par.pp}, {"cp", &par.cp}}) {
             if (!cell(name).empty()) continue;
-            const int others = par.tp * par.pp * par.cp / *deg * (dp_given ? par.dp : 1);
-            if (dp_given && blanks == 1 && others > 0 && gpus % others == 0 && gpus / others > 1) {
+            const int others = par.tp * par.pp * par.cp * par.dp; // the blank degree is still 1
+            if (dp_given && blanks == 1 && gpus % others == 0 && gpus / others > 1) {
                 *deg = gpus / others;
                 r.choices.push_back(fmt::format("{}={} (blank: the GPUs the other degrees leave)", name, *deg));
             } else if (std::string_view(name) != "cp") {
