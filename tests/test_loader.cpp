@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -388,6 +389,21 @@ TEST_CASE("FP8 primary weights and master remainders: where they apply", "[loade
     CHECK(ok.plans.at(0).parallel.fp8_params);
 }
 
+TEST_CASE("ZeRO-3 reuse distance: a count or unlimited", "[loader]") {
+    Fixture fx;
+    const std::string key = "parallel.fsdp_reuse_distance_params";
+    CHECK(std::isinf(fx.load(kBase).plans.at(0).parallel.fsdp_reuse_distance_params));  // default: always kept
+    CHECK(std::isinf(
+        fx.load(kBase + "parallel:\n  fsdp_reuse_distance_params: unlimited\n").plans.at(0).parallel.fsdp_reuse_distance_params));
+    CHECK(fx.load(kBase + "parallel:\n  fsdp_reuse_distance_params: 0\n").plans.at(0).parallel.fsdp_reuse_distance_params ==
+          0);
+    check_at(only_error(fx, kBase + "parallel:\n  fsdp_reuse_distance_params: lots\n", key), 9, 31,
+             "got 'lots'; or write 'unlimited'");
+    (void)only_error(fx, kBase + "parallel:\n  fsdp_reuse_distance_params: -5\n", key);
+    (void)only_error(fx, kBase + "parallel:\n  fsdp_reduce_scatters_per_layer: 0\n",
+                     "parallel.fsdp_reduce_scatters_per_layer");
+}
+
 TEST_CASE("GPU count different from tp*pp*cp*dp", "[loader]") {
     Fixture fx;
     auto ds = fx.errors(kBase + "parallel:\n  dp: 2\n");
@@ -751,6 +767,9 @@ parallel:
   fsdp_prefetch: false
   dp_bucket_params: 20M
   fsdp_prefetch_bucket_params: 50M
+  fsdp_reuse_distance_params: 1B
+  fsdp_reduce_scatters_per_layer: 12
+  fsdp_gather_sync: true
   list_collectives: true
   main_grads_fp32: false
   overlap_p2p: false
@@ -790,6 +809,9 @@ run:
     CHECK_FALSE(p.parallel.fsdp_prefetch);
     CHECK(p.parallel.dp_bucket_params == 20e6);
     CHECK(p.parallel.fsdp_prefetch_bucket_params == 50e6);
+    CHECK(p.parallel.fsdp_reuse_distance_params == 1e9);
+    CHECK(p.parallel.fsdp_reduce_scatters_per_layer == 12);
+    CHECK(p.parallel.fsdp_gather_sync);
     CHECK(p.parallel.list_collectives);
     CHECK_FALSE(p.parallel.main_grads_fp32);
     CHECK_FALSE(p.parallel.overlap_p2p);

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 using namespace trainsim::model;
 
 namespace {
@@ -261,4 +263,31 @@ TEST_CASE("FP8 primary weights halve the distributed optimizer's gathers of laye
     REQUIRE(bf16 > 0);
     // nccl-tests size of an all-gather: the gathered buffer, 2 B (or 1 B) per parameter.
     CHECK(bf16 - fp8 == Approx(layers));
+}
+
+TEST_CASE("weights gathered again after a recompute: those used beyond the reuse distance", "[flops][sharding]") {
+    // Test model: h = 2048, GELU FFN 8192. Weights in forward order: QKV 3h^2, projection h^2,
+    // FC1 and FC2 h*f. After the recompute, the parameters used before a module's backward are
+    // the modules after it, twice: FC2 0, FC1 2hf, projection 4hf, QKV 4hf + 2h^2.
+    const auto m = trainsim::test::small_model();
+    const double h = 2048, f = 8192;
+    const double qkv = 3 * h * h, proj = h * h, fc = h * f;
+    const double inf = std::numeric_limits<double>::infinity();
+    CHECK(regathered_after_recompute(m, 1, inf) == 0);                          // always kept
+    CHECK(regathered_after_recompute(m, 1, 0) == Approx(qkv + proj + 2 * fc));  // never kept
+    CHECK(regathered_after_recompute(m, 1, 1) == Approx(qkv + proj + fc));      // all but FC2
+    CHECK(regathered_after_recompute(m, 1, 2 * fc + 1) == Approx(qkv + proj));
+    CHECK(regathered_after_recompute(m, 1, 4 * fc + 1) == Approx(qkv));
+    CHECK(regathered_after_recompute(m, 1, 4 * fc + 2 * h * h + 1) == 0);
+    // Per tensor-parallel rank both the weights and the distances are 1/tp.
+    CHECK(regathered_after_recompute(m, 2, 2 * fc / 2 + 1) == Approx((qkv + proj) / 2));
+    // GPT-3 175B under DeepSpeed's default stage3_max_reuse_distance (1e9): FC1 is 2 x 4h^2 =
+    // 1.21e9 away, so only FC2 stays: 8h^2 of the layer's 12h^2 weights are gathered again.
+    ModelArch gpt3 = m;
+    gpt3.hidden = 12288;
+    gpt3.heads = 96;
+    gpt3.kv_heads = 96;
+    gpt3.head_dim = 128;
+    gpt3.ffn = 4 * 12288;
+    CHECK(regathered_after_recompute(gpt3, 1, 1e9) == Approx(8.0 * 12288.0 * 12288.0));
 }

@@ -17,6 +17,22 @@ ParamCounts count_params(const ModelArch& m) {
     return c;
 }
 
+std::array<double, 4> layer_gemm_weights(const ModelArch& m) {
+    const double h = m.hidden, d = m.head_dim, a = m.heads, g = m.kv_heads, f = m.ffn;
+    const double fc1 = (m.ffn_type == FfnType::swiglu ? 2.0 : 1.0) * h * f;
+    return {h * (a * d + 2.0 * g * d), a * d * h, fc1, f * h};
+}
+
+double regathered_after_recompute(const ModelArch& m, int tp, double max_reuse_distance) {
+    const auto w = layer_gemm_weights(m);
+    double regathered = 0, after = 0;  // `after`: weights of the modules after the current one
+    for (auto it = w.rbegin(); it != w.rend(); ++it) {
+        if (2.0 * after / tp >= max_reuse_distance) regathered += *it / tp;
+        after += *it;
+    }
+    return regathered;
+}
+
 double layer_gemm_flops_per_token(const ModelArch& m) {
     const double h = m.hidden, d = m.head_dim, a = m.heads, g = m.kv_heads, f = m.ffn;
     const double weights = h * (a * d + 2.0 * g * d) + a * d * h + (m.ffn_type == FfnType::swiglu ? 3.0 : 2.0) * h * f;

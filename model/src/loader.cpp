@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -260,6 +261,26 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
                    [](B& b) -> int& { return b.plan.parallel.fsdp_gathers_per_layer; }),
         count_key<B>("parallel.fsdp_prefetch_bucket_params",
                      [](B& b) -> double& { return b.plan.parallel.fsdp_prefetch_bucket_params; }),
+        {"parallel.fsdp_reuse_distance_params", "count|unlimited",
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+             if (v.IsScalar() && v.Scalar() == "unlimited") {
+                 b.plan.parallel.fsdp_reuse_distance_params = std::numeric_limits<double>::infinity();
+                 return true;
+             }
+             auto parse = [](std::string_view t) {
+                 try {
+                     return parse_count(t);
+                 } catch (const UnitError& e) {
+                     throw UnitError(std::string(e.what()) + "; or write 'unlimited'");
+                 }
+             };
+             auto x = detail::read_with_unit(v, at, "a count (e.g. 1B, 500M) or 'unlimited'", parse, out);
+             if (x) b.plan.parallel.fsdp_reuse_distance_params = *x;
+             return x.has_value();
+         }},
+        int_key<B>("parallel.fsdp_reduce_scatters_per_layer", 1,
+                   [](B& b) -> int& { return b.plan.parallel.fsdp_reduce_scatters_per_layer; }),
+        bool_key<B>("parallel.fsdp_gather_sync", [](B& b) -> bool& { return b.plan.parallel.fsdp_gather_sync; }),
         bool_key<B>("parallel.list_collectives", [](B& b) -> bool& { return b.plan.parallel.list_collectives; }),
         bool_key<B>("parallel.main_grads_fp32", [](B& b) -> bool& { return b.plan.parallel.main_grads_fp32; }),
         bool_key<B>("parallel.overlap_p2p", [](B& b) -> bool& { return b.plan.parallel.overlap_p2p; }),

@@ -128,6 +128,16 @@ std::vector<KeySpec> make_table() {
         key("parallel.fsdp_prefetch_bucket_params", "count", "parameters", "0",
             "ZeRO-3 / FSDP parameters of the next layer gathered ahead (0: the whole layer, as PyTorch FSDP; "
             "DeepSpeed stage3_prefetch_bucket_size 5e7)"),
+        key("parallel.fsdp_reuse_distance_params", "count|unlimited", "parameters", "unlimited",
+            "ZeRO-3 / FSDP with full recompute: a weight gathered for a layer's recompute stays for its backward only "
+            "if fewer parameters than this are used in between, else it is gathered again (DeepSpeed "
+            "stage3_max_reuse_distance, 1B; unlimited: always kept, as PyTorch FSDP)"),
+        key("parallel.fsdp_reduce_scatters_per_layer", "int", "collectives", "1",
+            "ZeRO-3 / FSDP gradient reduce-scatters per layer (1: flattened, as PyTorch FSDP; one per tensor in "
+            "DeepSpeed 2021)"),
+        key("parallel.fsdp_gather_sync", "bool", "", "false",
+            "ZeRO-3 / FSDP parameter gathers wait for all queued GPU work, reduce-scatters included (DeepSpeed < 0.6: "
+            "torch.cuda.synchronize() around each gather)"),
         key("parallel.list_collectives", "bool", "", "false",
             "ZeRO-3 / FSDP collectives through PyTorch's list API: one copy kernel per rank (DeepSpeed on PyTorch < "
             "1.10)"),

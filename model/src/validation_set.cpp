@@ -78,25 +78,53 @@ FrameworkProfile framework_profile(const std::string& fw) {
         // Prefetch stops at stage3_prefetch_bucket_size parameters (DeepSpeed default 5e7, the
         // ZERO_OPTIMIZATION_PREFETCH_BUCKET_SIZE_DEFAULT of deepspeed/runtime/zero/constants.py).
         f.fsdp_prefetch_bucket_params = 5e7;
+        // A module's weights are released after each use unless used again within
+        // stage3_max_reuse_distance parameters (default 1e9, same constants.py): under activation
+        // checkpointing the recompute's pre-forward hook gathers a layer's weights and its
+        // pre-backward hook gathers the released ones again (stage3.py, release_sub_module /
+        // _keep_for_later).
+        f.fsdp_reuse_distance_params = 1e9;
+        // fetch_sub_module gathers a module's parameters just before it runs; tensors under
+        // stage3_param_persistence_threshold (1e5 elements, constants.py: the norm vectors and
+        // biases) stay gathered (ds_persist), so a layer's 4 weights (QKV, projection, FC1, FC2)
+        // are gathered on each pass.
+        f.fsdp_gathers_per_layer = 4;
         if (deepspeed_2021_era(fw)) {
+            // Until PR #1453 (merged October 2021) the module trace that drives both the
+            // prefetcher and the reuse distance was off by one step: "a pre sub module hook is
+            // executing before the pre module hook ... step ids ... off by 1, which was causing
+            // the prefetches to be skipped" (jfc4050, DeepSpeed issue #1069, 2021-05-27). A trace
+            // mismatch also makes get_reuse_distance_in_numel answer "no reuse", so every weight
+            // is released after the recompute and gathered again for the backward.
+            f.fsdp_prefetch = false;
+            f.fsdp_reuse_distance_params = 0;
             f.attention = AttentionImpl::unfused;
             f.dropout = true;
-            // DeepSpeed 0.3-0.5 stage 3 fetched a submodule's parameters with one all-gather per
-            // parameter tensor (coalesced gathers came in 0.6): 12 per GPT layer (QKV, projection,
-            // FC1, FC2 weights and biases, two LayerNorm weights and biases).
-            f.fsdp_gathers_per_layer = 12;
+            // DeepSpeed 0.3-0.5 gathered each parameter tensor with its own all-gather (coalesced
+            // gathers came in 0.6): one per weight.
+            // Gradients were reduce-scattered one parameter tensor at a time
+            // (partition_parameters.py _reduce_scatter_gradients): 12 per GPT layer, the 8
+            // persistent vectors included.
+            f.fsdp_reduce_scatters_per_layer = 12;
+            // _allgather_param called torch.cuda.synchronize() before each all_gather and
+            // _synchronize_communication again after waiting for it: nothing queued on any stream,
+            // gradient reduce-scatters included, overlaps a parameter gather.
+            f.fsdp_gather_sync = true;
             // partition_parameters.py gathered into a list of per-rank views of the flat buffer
             // with torch.distributed.all_gather (the flat _all_gather_base came with PyTorch
             // 1.10); the reduce-scatter of gradients likewise took a list of per-rank partitions.
             f.list_collectives = true;
-            f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm, prefetch up to 5e7 parameters, one "
-                    "all-gather per parameter tensor (12 per layer) through PyTorch's list API (a copy per rank), "
-                    "unfused attention, dropout 0.1";
+            f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm, no prefetch (trace off by one), one "
+                    "all-gather per weight (4 per layer; norms and biases persistent) and one reduce-scatter per "
+                    "tensor (12 per layer) through PyTorch's list API (a copy per rank), a device synchronize around "
+                    "each gather, every weight gathered again after the recompute, unfused attention, dropout 0.1";
         } else {
-            // From 0.6 on a submodule's parameters are gathered together (allgather_coalesced into
-            // one flat buffer): about one collective per layer.
+            // From 0.6 on a module's parameters are gathered together (allgather_coalesced into one
+            // flat buffer), and gradients are reduce-scattered in coalesced buckets of
+            // reduce_bucket_size (5e8) elements: about one per layer.
             f.why = "DeepSpeed ZeRO-3 (0.6 and later): overlap_comm, prefetch up to 5e7 parameters, coalesced flat "
-                    "gathers, flash attention";
+                    "gathers, weights gathered again after the recompute beyond 1e9 parameters of reuse distance, "
+                    "flash attention";
         }
     } else if (fw.rfind("llm-foundry", 0) == 0) {
         // llm-foundry FSDP config: FULL_SHARD, PURE mixed precision (BF16 reduce), limit_all_gathers.
@@ -332,6 +360,9 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.dropout = fw.dropout;
         par.fsdp_gathers_per_layer = fw.fsdp_gathers_per_layer;
         par.fsdp_prefetch_bucket_params = fw.fsdp_prefetch_bucket_params;
+        par.fsdp_reuse_distance_params = fw.fsdp_reuse_distance_params;
+        par.fsdp_reduce_scatters_per_layer = fw.fsdp_reduce_scatters_per_layer;
+        par.fsdp_gather_sync = fw.fsdp_gather_sync;
         par.list_collectives = fw.list_collectives;
         par.main_grads_fp32 = fw.main_grads_fp32;
         par.overlap_p2p = fw.overlap_p2p;

@@ -10,8 +10,9 @@
 #include <array>
 #include <cmath>
 #include <map>
-#include <tuple>
+#include <span>
 #include <stdexcept>
+#include <tuple>
 
 namespace trainsim::model {
 
@@ -370,6 +371,10 @@ private:
 
     std::uint32_t emit(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
                        std::initializer_list<std::uint32_t> extra = {}) {
+        return emit(st, proto, stream, cat, mb, chunk, std::span(extra.begin(), extra.size()));
+    }
+    std::uint32_t emit(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
+                       std::span<const std::uint32_t> extra) {
         Op op;
         op.proto = proto;
         op.stream = stream;
@@ -463,9 +468,12 @@ private:
     std::uint32_t layer_backward(StageState& st, int mb, int chunk, int layer, std::uint32_t gather_dep) {
         const auto& L = lp_;
         const auto cat = Category::backward;
-        if (layer < full_recompute_layers_)
+        if (layer < full_recompute_layers_) {
             layer_forward(st, mb, chunk, Category::recompute, gather_dep);
-        else if (gather_dep != kNone) st.pending.push_back(gather_dep);
+            regather_after_recompute(st, mb, chunk);
+        } else if (gather_dep != kNone) {
+            st.pending.push_back(gather_dep);
+        }
         // MLP block
         if (L.fp8_cast_bwd) compute_tracked(st, L.fp8_cast_bwd, cat, mb, chunk);
         tp_collective(st, L.mlp_comm.bwd_gather, mb, chunk, Side::before_gemm);
@@ -507,6 +515,30 @@ private:
     }
 
     // ---------- sharding helpers ----------
+    // ZeRO-3 / FSDP weights released after a layer's recompute and gathered again for its backward
+    // (fsdp_reuse_distance_params): they start once the recompute is done, the backward waits for them.
+    void regather_after_recompute(StageState& st, int mb, int chunk) {
+        if (!per_layer_sharding() || shard_size() <= 1) return;
+        const double params = regathered_after_recompute(m_, p_.tp, p_.fsdp_reuse_distance_params);
+        if (params <= 0) return;
+        const double layer = params_.per_layer / p_.tp;
+        const int pieces = std::max(1, static_cast<int>(std::lround(std::max(1, p_.fsdp_gathers_per_layer) * params / layer)));
+        const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(), 2.0 * params / pieces);
+        mark_list_collective(proto);
+        std::uint32_t last = kNone;
+        for (int i = 0; i < pieces; ++i)
+            last = emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, gather_gates(last_compute_));
+        st.pending.push_back(last);
+    }
+    // What a ZeRO-3 / FSDP parameter gather waits for: `after` (kNone: nothing), and with
+    // fsdp_gather_sync every gradient reduce-scatter issued before it too (a device-wide
+    // torch.cuda.synchronize() before the gather).
+    [[nodiscard]] std::vector<std::uint32_t> gather_gates(std::uint32_t after) const {
+        std::vector<std::uint32_t> deps;
+        if (after != kNone) deps.push_back(after);
+        if (p_.fsdp_gather_sync && last_reduce_ != kNone) deps.push_back(last_reduce_);
+        return deps;
+    }
     [[nodiscard]] bool per_layer_sharding() const {
         return p_.sharding == Sharding::zero3 || p_.sharding == Sharding::fsdp || p_.sharding == Sharding::hsdp;
     }
@@ -550,6 +582,7 @@ private:
         deferred_.clear();
         last_compute_ = kNone;
         prev_compute_ = kNone;
+        last_reduce_ = kNone;
 
         // Units per chunk in backward order: [head], layers last..first, [embedding].
         std::vector<std::vector<int>> chunk_units(static_cast<std::size_t>(vp));
@@ -631,14 +664,14 @@ private:
             const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(), 2.0 * piece_params);
             mark_list_collective(proto);
             // The pieces run in order on the gather stream. The prefetch budget covers the first
-            // ones; the rest also wait for the unit in use.
+            // ones; the rest also wait for the unit in use. As DeepSpeed's prefetcher, a piece is
+            // taken while the budget is not yet reached, so at least one.
             std::uint32_t last = kNone;
             for (int i = 0; i < pieces; ++i) {
                 const bool ahead = p_.fsdp_prefetch && (p_.fsdp_prefetch_bucket_params <= 0 ||
-                                                        (i + 1) * piece_params <= p_.fsdp_prefetch_bucket_params);
-                const std::uint32_t gate = ahead ? prefetched : current;
-                last = gate == kNone ? emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk)
-                                     : emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, {gate});
+                                                        i * piece_params < p_.fsdp_prefetch_bucket_params);
+                last = emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk,
+                            gather_gates(ahead ? prefetched : current));
             }
             return last;
         };
@@ -796,10 +829,15 @@ private:
         const bool last_mb = current_bwd_count_ == g_.microbatches;
         if (per_layer_sharding()) {
             if (shard > 1) {
+                // A layer's gradients in fsdp_reduce_scatters_per_layer collectives, in order on the
+                // reduce stream; the embedding and the head are one tensor each.
+                const int pieces = unit >= 0 ? std::max(1, p_.fsdp_reduce_scatters_per_layer) : 1;
                 const auto rs = collective("fsdp_rs", CollectiveOp::reduce_scatter, shard_group(),
-                                           grad_bytes() * unit_params(unit));
+                                           grad_bytes() * unit_params(unit) / pieces);
                 mark_list_collective(rs);
-                dp_reduce_ops.push_back(emit(st, rs, Stream::dp_reduce, Category::dp_comm, mb, chunk, {done_op}));
+                for (int i = 0; i < pieces; ++i)
+                    dp_reduce_ops.push_back(emit(st, rs, Stream::dp_reduce, Category::dp_comm, mb, chunk, {done_op}));
+                last_reduce_ = dp_reduce_ops.back();
             }
             const int replicas = p_.dp * p_.cp / g_.hsdp_shard;
             if (p_.sharding == Sharding::hsdp && replicas > 1 && last_mb) {
@@ -847,6 +885,7 @@ private:
     std::int64_t sp_tokens_ = 0;
     int layers_per_chunk_ = 0;
     int full_recompute_layers_ = 0;
+    std::uint32_t last_reduce_ = kNone;  // this stage's latest ZeRO-3 / FSDP gradient reduce-scatter
     ParamCounts params_;
     LayerProtos lp_{};
     HeadProtos hp_{};

@@ -4,6 +4,8 @@
 #include "trainsim/model/scenario.hpp"
 #include "trainsim/model/units.hpp"
 
+#include <array>
+
 namespace trainsim::model {
 
 struct ParamCounts {
@@ -15,6 +17,19 @@ struct ParamCounts {
     double non_embedding = 0; // layers + final norm
 };
 [[nodiscard]] ParamCounts count_params(const ModelArch& m);
+
+// One layer's GEMM weights in the order its forward pass uses them: QKV, attention output, FC1
+// (gate and up for SwiGLU), FC2. With the two norm vectors they make up ParamCounts::per_layer.
+[[nodiscard]] std::array<double, 4> layer_gemm_weights(const ModelArch& m);
+
+// Weights of a recomputed layer that a sharded-parameter framework gathers a second time for the
+// layer's backward, per 1/tp of the layer. DeepSpeed ZeRO-3 releases a module's weights after each
+// forward use unless they are used again within fewer than `max_reuse_distance` parameters
+// (stage3_max_reuse_distance; infinite: always kept, 0: never). After a recompute the parameters
+// used before a module's backward are those of the modules after it, twice: the rest of the
+// recompute, then the backward down to it. So FC2 is kept by any positive distance, and larger
+// layers release more.
+[[nodiscard]] double regathered_after_recompute(const ModelArch& m, int tp, double max_reuse_distance);
 
 // Per-token forward FLOPs of one layer's GEMMs (2*m*n*k summed over QKV, out, FFN).
 [[nodiscard]] double layer_gemm_flops_per_token(const ModelArch& m);

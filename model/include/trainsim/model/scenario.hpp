@@ -4,6 +4,7 @@
 #include "trainsim/model/hardware_profile.hpp"
 #include "trainsim/model/units.hpp"
 
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -80,6 +81,19 @@ struct Parallel {
     // (0: the whole next layer, as PyTorch FSDP's forward/backward prefetch does; DeepSpeed
     // ZeRO-3 prefetches at most stage3_prefetch_bucket_size = 5e7 parameters).
     double fsdp_prefetch_bucket_params = 0;
+    // ZeRO-3 / FSDP under full recompute: a weight gathered for a layer's recompute stays for its
+    // backward only if fewer parameters than this are used in between (DeepSpeed
+    // stage3_max_reuse_distance, default 1e9; model::regathered_after_recompute); otherwise it is
+    // gathered again. Infinite (the default): always kept, as PyTorch FSDP does with the
+    // checkpointed block inside the FSDP unit. 0: always gathered again.
+    double fsdp_reuse_distance_params = std::numeric_limits<double>::infinity();
+    // ZeRO-3 / FSDP: gradient reduce-scatters per layer (1: the layer's gradients flattened into
+    // one collective, as PyTorch FSDP does; DeepSpeed 2021 reduced each parameter tensor on its own).
+    int fsdp_reduce_scatters_per_layer = 1;
+    // ZeRO-3 / FSDP: every parameter gather first waits for all the rank's queued GPU work,
+    // gradient reduce-scatters included (DeepSpeed < 0.6 called torch.cuda.synchronize() before
+    // each all_gather and after waiting for it).
+    bool fsdp_gather_sync = false;
     // ZeRO-3 / FSDP collectives through PyTorch's list API (one copy kernel per rank per
     // collective; DeepSpeed 2021 on PyTorch 1.8) rather than flat all_gather_into_tensor.
     bool list_collectives = false;

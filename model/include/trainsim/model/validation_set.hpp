@@ -6,6 +6,7 @@
 #include "trainsim/model/scenario.hpp"
 
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ struct FrameworkProfile {
     bool dropout = false;  // GPT-era recipes trained with dropout 0.1
     int fsdp_gathers_per_layer = 1;
     double fsdp_prefetch_bucket_params = 0;
+    double fsdp_reuse_distance_params = std::numeric_limits<double>::infinity();
+    int fsdp_reduce_scatters_per_layer = 1;
+    bool fsdp_gather_sync = false;
     bool list_collectives = false;
     bool main_grads_fp32 = true;
     bool overlap_p2p = true;
