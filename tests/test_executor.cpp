@@ -3,9 +3,9 @@
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
-#include "trainsim/sim/estimate.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/executor.hpp"
 #include "trainsim/sim/network.hpp"
 
@@ -291,7 +291,7 @@ std::pair<double, int> collectives_named(const model::OpGraph& g, const std::str
     return {bytes, n};
 }
 model::Plan zero3_recompute_plan() {
-    auto plan = test::small_plan(1, 1, 8, 16, 1);  // 2 micro-batches
+    auto plan = test::small_plan(1, 1, 8, 16, 1); // 2 micro-batches
     plan.parallel.sharding = model::Sharding::zero3;
     plan.parallel.recompute = model::Recompute::full;
     plan.parallel.fsdp_gathers_per_layer = 4;
@@ -304,7 +304,7 @@ TEST_CASE("ZeRO-3 weights released after a layer's recompute are gathered again 
     auto plan = zero3_recompute_plan();
     const auto kept = collectives_named(model::build_workload(plan), "fsdp_ag");
     const auto t_kept = run(plan).step_time;
-    plan.parallel.fsdp_reuse_distance_params = 1;  // every weight but FC2's is released
+    plan.parallel.fsdp_reuse_distance_params = 1; // every weight but FC2's is released
     const auto again = collectives_named(model::build_workload(plan), "fsdp_ag");
     const double regathered = model::regathered_after_recompute(plan.model, 1, 1);
     const int mbs = plan.grad_accum(), layers = plan.model.layers;
@@ -342,7 +342,7 @@ TEST_CASE("ZeRO-3 gradients reduced per tensor: more collectives, the same bytes
 TEST_CASE("ZeRO-3 gathers behind a device synchronize wait for the reduce-scatters issued before them",
           "[executor][sharding]") {
     auto plan = zero3_recompute_plan();
-    plan.cluster.gpus_per_node = 4;  // two nodes: collectives slow enough to matter
+    plan.cluster.gpus_per_node = 4; // two nodes: collectives slow enough to matter
     plan.cluster.nodes = 2;
     plan.cluster.nics_per_node = 1;
     const auto free_running = run(plan).step_time;

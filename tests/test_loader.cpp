@@ -392,11 +392,13 @@ TEST_CASE("FP8 primary weights and master remainders: where they apply", "[loade
 TEST_CASE("ZeRO-3 reuse distance: a count or unlimited", "[loader]") {
     Fixture fx;
     const std::string key = "parallel.fsdp_reuse_distance_params";
-    CHECK(std::isinf(fx.load(kBase).plans.at(0).parallel.fsdp_reuse_distance_params));  // default: always kept
-    CHECK(std::isinf(
-        fx.load(kBase + "parallel:\n  fsdp_reuse_distance_params: unlimited\n").plans.at(0).parallel.fsdp_reuse_distance_params));
-    CHECK(fx.load(kBase + "parallel:\n  fsdp_reuse_distance_params: 0\n").plans.at(0).parallel.fsdp_reuse_distance_params ==
-          0);
+    CHECK(std::isinf(fx.load(kBase).plans.at(0).parallel.fsdp_reuse_distance_params)); // default: always kept
+    CHECK(std::isinf(fx.load(kBase + "parallel:\n  fsdp_reuse_distance_params: unlimited\n")
+                         .plans.at(0)
+                         .parallel.fsdp_reuse_distance_params));
+    CHECK(fx.load(kBase + "parallel:\n  fsdp_reuse_distance_params: 0\n")
+              .plans.at(0)
+              .parallel.fsdp_reuse_distance_params == 0);
     check_at(only_error(fx, kBase + "parallel:\n  fsdp_reuse_distance_params: lots\n", key), 9, 31,
              "got 'lots'; or write 'unlimited'");
     (void)only_error(fx, kBase + "parallel:\n  fsdp_reuse_distance_params: -5\n", key);

@@ -273,9 +273,9 @@ TEST_CASE("weights gathered again after a recompute: those used beyond the reuse
     const double h = 2048, f = 8192;
     const double qkv = 3 * h * h, proj = h * h, fc = h * f;
     const double inf = std::numeric_limits<double>::infinity();
-    CHECK(regathered_after_recompute(m, 1, inf) == 0);                          // always kept
-    CHECK(regathered_after_recompute(m, 1, 0) == Approx(qkv + proj + 2 * fc));  // never kept
-    CHECK(regathered_after_recompute(m, 1, 1) == Approx(qkv + proj + fc));      // all but FC2
+    CHECK(regathered_after_recompute(m, 1, inf) == 0);                         // always kept
+    CHECK(regathered_after_recompute(m, 1, 0) == Approx(qkv + proj + 2 * fc)); // never kept
+    CHECK(regathered_after_recompute(m, 1, 1) == Approx(qkv + proj + fc));     // all but FC2
     CHECK(regathered_after_recompute(m, 1, 2 * fc + 1) == Approx(qkv + proj));
     CHECK(regathered_after_recompute(m, 1, 4 * fc + 1) == Approx(qkv));
     CHECK(regathered_after_recompute(m, 1, 4 * fc + 2 * h * h + 1) == 0);

@@ -25,7 +25,7 @@ std::array<double, 4> layer_gemm_weights(const ModelArch& m) {
 
 double regathered_after_recompute(const ModelArch& m, int tp, double max_reuse_distance) {
     const auto w = layer_gemm_weights(m);
-    double regathered = 0, after = 0;  // `after`: weights of the modules after the current one
+    double regathered = 0, after = 0; // `after`: weights of the modules after the current one
     for (auto it = w.rbegin(); it != w.rend(); ++it) {
         if (2.0 * after / tp >= max_reuse_distance) regathered += *it / tp;
         after += *it;

@@ -114,17 +114,19 @@ FrameworkProfile framework_profile(const std::string& fw) {
             // with torch.distributed.all_gather (the flat _all_gather_base came with PyTorch
             // 1.10); the reduce-scatter of gradients likewise took a list of per-rank partitions.
             f.list_collectives = true;
-            f.why = "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm, no prefetch (trace off by one), one "
-                    "all-gather per weight (4 per layer; norms and biases persistent) and one reduce-scatter per "
-                    "tensor (12 per layer) through PyTorch's list API (a copy per rank), a device synchronize around "
-                    "each gather, every weight gathered again after the recompute, unfused attention, dropout 0.1";
+            f.why =
+                "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm, no prefetch (trace off by one), one "
+                "all-gather per weight (4 per layer; norms and biases persistent) and one reduce-scatter per "
+                "tensor (12 per layer) through PyTorch's list API (a copy per rank), a device synchronize around "
+                "each gather, every weight gathered again after the recompute, unfused attention, dropout 0.1";
         } else {
             // From 0.6 on a module's parameters are gathered together (allgather_coalesced into one
             // flat buffer), and gradients are reduce-scattered in coalesced buckets of
             // reduce_bucket_size (5e8) elements: about one per layer.
-            f.why = "DeepSpeed ZeRO-3 (0.6 and later): overlap_comm, prefetch up to 5e7 parameters, coalesced flat "
-                    "gathers, weights gathered again after the recompute beyond 1e9 parameters of reuse distance, "
-                    "flash attention";
+            f.why =
+                "DeepSpeed ZeRO-3 (0.6 and later): overlap_comm, prefetch up to 5e7 parameters, coalesced flat "
+                "gathers, weights gathered again after the recompute beyond 1e9 parameters of reuse distance, "
+                "flash attention";
         }
     } else if (fw.rfind("llm-foundry", 0) == 0) {
         // llm-foundry FSDP config: FULL_SHARD, PURE mixed precision (BF16 reduce), limit_all_gathers.

@@ -522,7 +522,8 @@ private:
         const double params = regathered_after_recompute(m_, p_.tp, p_.fsdp_reuse_distance_params);
         if (params <= 0) return;
         const double layer = params_.per_layer / p_.tp;
-        const int pieces = std::max(1, static_cast<int>(std::lround(std::max(1, p_.fsdp_gathers_per_layer) * params / layer)));
+        const int pieces =
+            std::max(1, static_cast<int>(std::lround(std::max(1, p_.fsdp_gathers_per_layer) * params / layer)));
         const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(), 2.0 * params / pieces);
         mark_list_collective(proto);
         std::uint32_t last = kNone;
@@ -885,7 +886,7 @@ private:
     std::int64_t sp_tokens_ = 0;
     int layers_per_chunk_ = 0;
     int full_recompute_layers_ = 0;
-    std::uint32_t last_reduce_ = kNone;  // this stage's latest ZeRO-3 / FSDP gradient reduce-scatter
+    std::uint32_t last_reduce_ = kNone; // this stage's latest ZeRO-3 / FSDP gradient reduce-scatter
     ParamCounts params_;
     LayerProtos lp_{};
     HeadProtos hp_{};
