@@ -197,6 +197,43 @@ TEST_CASE("sequence parallelism and tensor parallelism expose TP communication",
     CHECK(o.step_time < r.step_time);
 }
 
+TEST_CASE("TP comm overlap runs Transformer Engine's chunked GEMMs and exposes the last reduce-scatter chunk",
+          "[executor][tp]") {
+    auto plan = test::small_plan(4, 1, 2, 16, 1);
+    plan.parallel.tp_comm_overlap = true;
+    const auto g = model::build_workload(plan);
+    const sim::ComputeCost cc(plan.hardware);
+    auto proto = [&](const std::string& name) -> const model::OpProto& {
+        for (const auto& p : g.protos)
+            if (p.name == name) return p;
+        FAIL("no proto " << name);
+        return g.protos.front();
+    };
+    // Ring exchange (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad): one chunk of rows per TP rank;
+    // pipelined GEMM + reduce-scatter (proj_fprop, fc2_fprop): num_splits = 4.
+    for (const char* n : {"qkv", "fc1", "attn_out_dgrad", "fc2_dgrad"}) CHECK(proto(n).splits == 4);
+    for (const char* n : {"attn_out", "fc2"}) CHECK(proto(n).splits == 4);
+    for (const char* n : {"qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad", "fc2_wgrad"}) CHECK(proto(n).splits == 1);
+    // A split GEMM costs its chunks back to back.
+    const auto& fc1 = proto("fc1");
+    CHECK(cc.cost(fc1) == cc.gemm(fc1.precision, fc1.m / 4, fc1.n, fc1.k) * 4);
+    CHECK(cc.cost(fc1) > cc.gemm(fc1.precision, fc1.m, fc1.n, fc1.k));
+    // The reduce-scatter after the row-parallel GEMM: 3 chunks beside it, the last after it.
+    const double full = 2.0 * plan.training.micro_batch * plan.training.seq_len * plan.model.hidden;
+    CHECK(proto("mlp_sp_rs").bytes.value() == Approx(0.75 * full));
+    CHECK(proto("mlp_sp_rs_tail").bytes.value() == Approx(0.25 * full));
+    const auto& ops = g.stages[0].ops;
+    const auto& deps = g.stages[0].deps;
+    int tails = 0;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (g.protos[ops[i].proto].name != "mlp_sp_rs_tail") continue;
+        ++tails;
+        REQUIRE(ops[i].dep_count == 1);
+        CHECK(g.protos[ops[deps[ops[i].dep_begin]].proto].name == "fc2");
+    }
+    CHECK(tails == plan.grad_accum() * plan.model.layers);  // every layer's forward, every micro-batch
+}
+
 TEST_CASE("an oversubscribed spine written in the scenario slows cross-leaf data parallelism", "[executor][network]") {
     // 64 nodes of 8 H100, 2 nodes per leaf: DP rings cross leaves; TP stays inside the node.
     const std::string base = R"(

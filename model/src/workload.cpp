@@ -65,6 +65,9 @@ int peak_inflight_chunks(const std::vector<ScheduleItem>& schedule) {
 namespace {
 
 constexpr double kActBytes = 2.0;  // BF16 activations and activation gradients
+// Transformer Engine userbuffers: chunks of the pipelined GEMM + reduce-scatter overlap
+// (num_splits = 4 for method "pipeline", transformer_engine/pytorch/module/base.py initialize_ub).
+constexpr int kTpOverlapPipelineSplits = 4;
 
 // Bytes per element of a GEMM operand in the plan's precision (FP8 GEMMs read 1-byte operands).
 double operand_bytes(Precision p) { return p == Precision::fp8 ? 1.0 : 2.0; }
@@ -75,6 +78,7 @@ using ProtoId = std::uint32_t;
 struct SublayerComm {
     ProtoId fwd_gather = 0;   // SP: all-gather before the column-parallel GEMM
     ProtoId fwd_reduce = 0;   // all-reduce (no SP) / reduce-scatter (SP) after the row-parallel GEMM
+    ProtoId fwd_reduce_tail = 0;  // TP overlap: the reduce-scatter of the GEMM's last chunk, exposed
     ProtoId bwd_gather = 0;   // SP: all-gather of the output gradient before the row-parallel dgrad
     ProtoId bwd_reduce = 0;   // all-reduce / reduce-scatter of the column-parallel input gradient
 };
@@ -218,7 +222,17 @@ private:
         const double full = kActBytes * static_cast<double>(tokens_) * m_.hidden;  // [T, h] in BF16
         if (p_.sequence_parallel) {
             c.fwd_gather = collective(name + "_sp_ag", CollectiveOp::all_gather, Group::tp, full);
-            c.fwd_reduce = collective(name + "_sp_rs", CollectiveOp::reduce_scatter, Group::tp, full);
+            if (p_.tp_comm_overlap) {
+                // Userbuffers' pipelined GEMM + reduce-scatter: the chunk k reduce-scatter overlaps the
+                // GEMM of chunk k + 1, and the last chunk's trails the GEMM.
+                const double chunks = kTpOverlapPipelineSplits;
+                c.fwd_reduce = collective(name + "_sp_rs", CollectiveOp::reduce_scatter, Group::tp,
+                                          full * (chunks - 1) / chunks);
+                c.fwd_reduce_tail =
+                    collective(name + "_sp_rs_tail", CollectiveOp::reduce_scatter, Group::tp, full / chunks);
+            } else {
+                c.fwd_reduce = collective(name + "_sp_rs", CollectiveOp::reduce_scatter, Group::tp, full);
+            }
             c.bwd_gather = collective(name + "_sp_ag_grad", CollectiveOp::all_gather, Group::tp, full);
             c.bwd_reduce = collective(name + "_sp_rs_grad", CollectiveOp::reduce_scatter, Group::tp, full);
         } else {
@@ -319,6 +333,15 @@ private:
         }
         L.attn_comm = sublayer_comm("attn");
         L.mlp_comm = sublayer_comm("mlp");
+        if (p_.tp_comm_overlap && p_.sequence_parallel && p_.tp > 1) {
+            // Transformer Engine userbuffers (initialize_ub defaults): ring exchange for the GEMMs
+            // fed by an all-gather (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad) computes one
+            // rank's chunk of rows at a time, tp chunks; the pipelined GEMM + reduce-scatter
+            // (proj_fprop, fc2_fprop) splits its GEMM into num_splits = 4. The rest are "bulk":
+            // a whole collective beside a whole other GEMM.
+            for (auto id : {L.qkv, L.fc1, L.out_dgrad, L.fc2_dgrad}) g_.protos[id].splits = p_.tp;
+            for (auto id : {L.out, L.fc2}) g_.protos[id].splits = kTpOverlapPipelineSplits;
+        }
     }
 
     void make_head_protos() {
@@ -413,6 +436,12 @@ private:
             st.pending.push_back(emit_after(st, proto, Stream::tp_comm, Category::tp_comm, mb, chunk, prev_compute_));
         }
     }
+    // The part of an overlapped TP collective that can only start once its GEMM is done; the
+    // next op waits for it.
+    void tp_tail(StageState& st, ProtoId proto, int mb, int chunk) {
+        if (proto == 0) return;
+        st.pending.push_back(emit_after(st, proto, Stream::tp_comm, Category::tp_comm, mb, chunk, last_compute_));
+    }
     std::uint32_t emit_after(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
                              std::uint32_t after) {
         auto saved = std::move(st.pending);
@@ -454,12 +483,14 @@ private:
         if (kv != kNone) st.pending.push_back(kv);
         compute_tracked(st, L.out, cat, mb, chunk);
         tp_collective(st, L.attn_comm.fwd_reduce, mb, chunk, Side::after_gemm);
+        tp_tail(st, L.attn_comm.fwd_reduce_tail, mb, chunk);
         compute_tracked(st, L.res_ln2, cat, mb, chunk);
         tp_collective(st, L.mlp_comm.fwd_gather, mb, chunk, Side::before_gemm);
         compute_tracked(st, L.fc1, cat, mb, chunk);
         compute_tracked(st, L.act, cat, mb, chunk);
         compute_tracked(st, L.fc2, cat, mb, chunk);
         tp_collective(st, L.mlp_comm.fwd_reduce, mb, chunk, Side::after_gemm);
+        tp_tail(st, L.mlp_comm.fwd_reduce_tail, mb, chunk);
         compute_tracked(st, L.residual, cat, mb, chunk);
     }
 

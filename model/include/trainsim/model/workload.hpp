@@ -50,6 +50,9 @@ struct OpProto {
     std::int64_t m = 0, n = 0, k = 0;
     std::int64_t batch = 1;
     bool split_accumulate = false;  // FP8 backward GEMM with FP32-promoted accumulation
+    // The GEMM runs as `splits` back-to-back GEMMs over m / splits rows each (Transformer Engine's
+    // userbuffers TP overlap computes one chunk while the next is communicated).
+    std::int32_t splits = 1;
     // attention: batch*heads (local), query/key lengths, head dim, causal mask
     std::int64_t batch_heads = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
     bool causal = true;
