@@ -155,8 +155,13 @@ FrameworkProfile framework_profile(const std::string& fw) {
         // with grad_sync_dtype bf16 (NeMo-Framework-Launcher conf/training/*): gradients kept and
         // reduced in BF16. NeMo 2.0 recipes use Megatron-Core's distributed optimizer (FP32 grads).
         f.main_grads_fp32 = !nemo_1_era(fw);
+        // The recipes behind NeMo's FP8 performance tables keep FP8 primary weights: the Llama-2
+        // 70B SFT example (NeMo-Framework-Launcher examples/peft/llama/h100/70b_2node.sh:
+        // "++peft.model.fp8_params=true", no activation checkpointing) and NVIDIA's DGX Cloud
+        // benchmark of Nemotron-4 340B (dgxc-benchmarking nemotron/configure.sh: "+model.fp8_params").
+        f.fp8_params = true;
         f.why = "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
-                "grad reduce / param gather, TP comm overlap";
+                "grad reduce / param gather, TP comm overlap, FP8 primary weights in FP8";
     } else {
         f.why = fw.rfind("megatron-core", 0) == 0
                     ? "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default"
@@ -375,6 +380,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         else
             diags.push_back({fname, start, column_of("precision"), "precision",
                              fmt::format("'{}' is not one of bf16, fp16, fp8", cell("precision"))});
+        par.fp8_params = fw.fp8_params && p.precision == Precision::fp8;
 
         // Hardware and cluster: the profile's typical node (GPUs and NICs per node).
         try {
