@@ -182,9 +182,10 @@ int explain(const Common& c) {
             const auto& p = g.protos[i];
             if (seen[p.name]++) continue;
             std::cout << fmt::format("  {:<26} {:<14}", p.name, model::to_string(p.kind));
-            if (p.kind == model::OpKind::gemm)
+            if (p.kind == model::OpKind::gemm) {
                 std::cout << fmt::format(" m={} n={} k={} {}", p.m, p.n, p.k, model::to_string(p.precision));
-            else if (p.kind == model::OpKind::collective)
+                if (p.splits > 1) std::cout << fmt::format(" in {} chunks of m", p.splits);
+            } else if (p.kind == model::OpKind::collective)
                 std::cout << fmt::format(" {} over {} {}", model::to_string(p.collective), model::to_string(p.group),
                                          model::format_bytes(p.bytes));
             else
