@@ -183,4 +183,30 @@ TEST_CASE("a blank degree is derived from the GPU count when it is the only one"
     REQUIRE(two.size() == 1);
     CHECK(two[0].plan.parallel.tp == 1);
     CHECK(two[0].plan.parallel.pp == 1);
+    CHECK(two[0].defaulted_degrees == std::vector<std::string>{"tp", "pp"});
+    // A blank cp does not compete with a blank pp: cp stays 1 and pp follows (64 / (4 * 4)).
+    const auto pp_cp = load_lines(header, {with_cell(with_cell(row42, 15, ""), 17, "")});  // 17: cp
+    REQUIRE(pp_cp.size() == 1);
+    CHECK(pp_cp[0].plan.parallel.pp == 4);
+    CHECK(pp_cp[0].plan.parallel.cp == 1);
+    CHECK(pp_cp[0].defaulted_degrees.empty());
+}
+
+TEST_CASE("a row whose blanks leave it unsimulable is skipped with the reason, the file still read", "[validate]") {
+    const auto [header, row42] = dev_row("42");
+    REQUIRE(!row42.empty());
+    // 5: hidden, 9: ffn_type (architecture the simulation needs); 14/18/19: tp, dp and
+    // sequence_parallel blank, so tp takes the default 1 and dp the rest, and 70B on tp1 pp4 does
+    // not fit.
+    const auto rows = load_lines(header, {with_cell(row42, 5, ""), with_cell(row42, 9, ""),
+                                          with_cell(with_cell(with_cell(row42, 14, ""), 18, ""), 19, ""), row42});
+    REQUIRE(rows.size() == 4);
+    CHECK(rows[0].skip_reason == "blank hidden: the simulation needs it (the source does not say)");
+    CHECK(rows[1].skip_reason == "blank ffn_type: the simulation needs it (the source does not say)");
+    const auto rep = trainsim::sim::validate_rows(rows, "", 1);
+    CHECK(rep.rows[2].status == "skipped");
+    CHECK_THAT(rep.rows[2].reason, Catch::Contains("blank tp: the frameworks' default layout (tp1 pp4"));
+    CHECK(rep.rows[3].status == "ok");
+    CHECK(rep.skipped == 3);
+    CHECK(rep.does_not_fit == 0);
 }

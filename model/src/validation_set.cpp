@@ -5,6 +5,7 @@
 #include "trainsim/model/loader.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <fstream>
@@ -250,10 +251,13 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         }
         auto cell = [&](const std::string& k) -> const std::string& { return f[col.at(k)]; };
         auto column_of = [&](const std::string& k) { return static_cast<int>(col.at(k)) + 1; };
+        // A blank cell is data ("the source does not say"), not a malformed file: a blank the
+        // simulation cannot do without makes this row a skipped one, with the columns named.
+        std::vector<std::string> blank_required;
         auto num = [&](const std::string& k, bool required) -> std::optional<double> {
             const auto& s = cell(k);
             if (s.empty()) {
-                if (required) diags.push_back({fname, start, column_of(k), k, "required value is blank"});
+                if (required) blank_required.push_back(k);
                 return std::nullopt;
             }
             double v = 0;
@@ -290,12 +294,15 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         m.hidden = integer("hidden", true, 1);
         m.heads = integer("heads", true, 1);
         m.kv_heads = integer("kv_heads", false, m.heads);
+        if (cell("kv_heads").empty()) r.choices.push_back("kv_heads = heads (blank: multi-head attention)");
         m.head_dim = m.heads > 0 ? m.hidden / m.heads : 1;
         m.ffn = integer("ffn", true, 1);
         m.vocab = integer("vocab", true, 1);
         if (auto t = enum_value<FfnType>(cell("ffn_type"),
                                          {{"swiglu", FfnType::swiglu}, {"gelu", FfnType::gelu}, {"relu2", FfnType::relu2}}))
             m.ffn_type = *t;
+        else if (cell("ffn_type").empty())
+            blank_required.push_back("ffn_type");
         else
             diags.push_back({fname, start, column_of("ffn_type"), "ffn_type",
                              fmt::format("'{}' is not one of swiglu, gelu, relu2", cell("ffn_type"))});
@@ -310,18 +317,23 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         par.cp = integer("cp", false, 1);
         par.dp = integer("dp", false, 0);
         // A blank degree: dp follows from the GPU count; so does tp, pp or cp when it is the only
-        // blank one and dp is given (the GPUs the others leave); otherwise a blank degree is 1.
+        // blank one and dp is given (the GPUs the others leave); otherwise a blank degree is the
+        // frameworks' default, 1. Context parallelism is newer than most sources: a blank cp only
+        // competes for the GPUs when tp and pp are both given.
         const bool dp_given = par.dp != 0;
+        const bool tp_pp_given = !cell("tp").empty() && !cell("pp").empty();
         const int blanks = static_cast<int>(cell("tp").empty()) + static_cast<int>(cell("pp").empty()) +
-                           static_cast<int>(cell("cp").empty());
+                           static_cast<int>(tp_pp_given && cell("cp").empty());
         for (auto [name, deg] : {std::pair<const char*, int*>{"tp", &par.tp}, {"pp", &par.pp}, {"cp", &par.cp}}) {
             if (!cell(name).empty()) continue;
+            const bool is_cp = std::string_view(name) == "cp";
             const int others = par.tp * par.pp * par.cp * par.dp; // the blank degree is still 1
-            if (dp_given && blanks == 1 && gpus % others == 0 && gpus / others > 1) {
+            if (dp_given && blanks == 1 && (!is_cp || tp_pp_given) && gpus % others == 0 && gpus / others > 1) {
                 *deg = gpus / others;
                 r.choices.push_back(fmt::format("{}={} (blank: the GPUs the other degrees leave)", name, *deg));
-            } else if (std::string_view(name) != "cp") {
+            } else if (!is_cp) {
                 r.choices.push_back(fmt::format("{}=1 (blank)", name));
+                r.defaulted_degrees.push_back(name);
             }
         }
         par.vp = integer("vp", false, 1);
@@ -382,6 +394,12 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                              fmt::format("'{}' is not one of bf16, fp16, fp8", cell("precision"))});
         par.fp8_params = fw.fp8_params && p.precision == Precision::fp8;
 
+        if (!blank_required.empty()) {
+            r.skip_reason = fmt::format("blank {}: the simulation needs {} (the source does not say)",
+                                        fmt::join(blank_required, ", "), blank_required.size() == 1 ? "it" : "them");
+            rows.push_back(std::move(r));
+            continue;
+        }
         // Hardware and cluster: the profile's typical node (GPUs and NICs per node).
         try {
             auto it = profiles.find(r.gpu);

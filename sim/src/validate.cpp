@@ -3,8 +3,10 @@
 #include "trainsim/model/layout.hpp"
 #include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/parallel_for.hpp"
+#include "trainsim/sim/plan_search.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
@@ -131,6 +133,14 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         // "does not fit" verdict flags a memory-model error while the row is still compared.
         const model::Plan plan = tune_blank_cells(row, r.choices);
         auto e = estimate_plan(plan, {}, /*simulate_even_if_too_big=*/true);
+        if (!e.fits && !row.defaulted_degrees.empty()) {
+            r.status = "skipped";
+            r.reason = fmt::format("blank {}: the frameworks' default layout ({}) needs {:.1f} GiB > {:.1f} GiB on "
+                                   "stage {}; the source's layout is needed",
+                                   fmt::join(row.defaulted_degrees, ", "), layout_label(plan),
+                                   model::to_gib(e.memory.total()), model::to_gib(e.capacity), e.memory.stage);
+            return;
+        }
         r.predicted = e.tokens_per_s_per_gpu;
         if (row.kind == "end_to_end") {
             // Whole-run totals also pay checkpoint writes, work lost to failures and restarts:

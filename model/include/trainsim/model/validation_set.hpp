@@ -27,6 +27,10 @@ struct ValidationRow {
     bool micro_batch_blank = false;
     bool recompute_blank = false;
     bool vp_blank = false;  // pp > 1 and the source does not say whether it interleaved
+    // Blank tp / pp that could not follow from the GPU count and took the frameworks' default 1:
+    // the source's layout is unknown, so a plan that does not fit says so rather than blaming
+    // the memory model.
+    std::vector<std::string> defaulted_degrees;
     std::string skip_reason;           // why the row cannot be simulated
 };
 
