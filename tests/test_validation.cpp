@@ -166,6 +166,10 @@ TEST_CASE("NeMo rows keep FP8 primary weights only in FP8", "[validate]") {
     CHECK(rows[0].plan.parallel.fp8_params);
     CHECK_FALSE(rows[1].plan.parallel.fp8_params);
     CHECK(rows[1].skip_reason.empty());
+    // Nor under per-layer sharding, which does not carry them (20: sharding).
+    const auto fsdp = load_lines(header, {with_cell(row42, 20, "fsdp")});
+    REQUIRE(fsdp.size() == 1);
+    CHECK_FALSE(fsdp[0].plan.parallel.fp8_params);
 }
 
 TEST_CASE("a blank degree is derived from the GPU count when it is the only one", "[validate]") {
@@ -209,4 +213,10 @@ TEST_CASE("a row whose blanks leave it unsimulable is skipped with the reason, t
     CHECK(rep.rows[3].status == "ok");
     CHECK(rep.skipped == 3);
     CHECK(rep.does_not_fit == 0);
+    // 26: kind. Blank is a step row; a kind outside the schema is skipped, naming it.
+    const auto kinds = load_lines(header, {with_cell(row42, 26, ""), with_cell(row42, 26, "weird")});
+    REQUIRE(kinds.size() == 2);
+    CHECK(kinds[0].kind == "step");
+    CHECK(kinds[0].skip_reason.empty());
+    CHECK(kinds[1].skip_reason == "kind 'weird' is not one of step, end_to_end");
 }

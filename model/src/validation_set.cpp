@@ -281,6 +281,10 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         r.gpu = cell("gpu");
         r.framework = cell("framework");
         r.kind = cell("kind");
+        if (r.kind.empty()) {
+            r.kind = "step";
+            r.choices.push_back("kind=step (blank: a steady-state throughput)");
+        }
         r.measured_tokens_per_s_per_gpu = num("tokens_per_s_per_gpu", true).value_or(0);
         const auto fw = framework_profile(r.framework);
         r.choices.push_back("framework: " + fw.why);
@@ -392,8 +396,17 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         else
             diags.push_back({fname, start, column_of("precision"), "precision",
                              fmt::format("'{}' is not one of bf16, fp16, fp8", cell("precision"))});
-        par.fp8_params = fw.fp8_params && p.precision == Precision::fp8;
+        // FP8 primary weights where the framework keeps them: FP8 rows whose optimizer layout
+        // carries them (not ZeRO-3 / FSDP shards).
+        par.fp8_params = fw.fp8_params && p.precision == Precision::fp8 &&
+                         (par.sharding == Sharding::none || par.sharding == Sharding::dist_opt ||
+                          par.sharding == Sharding::zero1 || par.sharding == Sharding::zero2);
 
+        if (r.kind != "step" && r.kind != "end_to_end" && blank_required.empty()) {
+            r.skip_reason = fmt::format("kind '{}' is not one of step, end_to_end", r.kind);
+            rows.push_back(std::move(r));
+            continue;
+        }
         if (!blank_required.empty()) {
             r.skip_reason = fmt::format("blank {}: the simulation needs {} (the source does not say)",
                                         fmt::join(blank_required, ", "), blank_required.size() == 1 ? "it" : "them");
