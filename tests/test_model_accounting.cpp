@@ -156,7 +156,13 @@ TEST_CASE("weights and optimizer state follow the per-sharding bytes per paramet
     const double unit = (z3.weights.value() - 2.0 * P / 8) / 4.0;
     CHECK(unit > 0);
     plan.parallel.fsdp_prefetch_bucket_params = unit / 4;
+    plan.parallel.fsdp_gathers_per_layer = 4;
     CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * (unit + unit / 4)));
+    // A bucket smaller than one gather still prefetches that gather: half a unit, or all of it.
+    plan.parallel.fsdp_gathers_per_layer = 2;
+    CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * (unit + unit / 2)));
+    plan.parallel.fsdp_gathers_per_layer = 1;
+    CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * (unit + unit)));
     plan.parallel.fsdp_prefetch = false;
     CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * unit));
 }

@@ -115,11 +115,14 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     case Sharding::zero3:
     case Sharding::fsdp:
     case Sharding::hsdp:
-        // Shards plus the gathered working copies: the unit in use and what is prefetched of the next,
-        // with their unsharded gradients before the reduce-scatter.
+        // Shards plus the gathered working copies: the unit in use and what is prefetched of the next
+        // (a bucket takes at least one of the unit's gathers, as the workload's prefetch does), with
+        // their unsharded gradients before the reduce-scatter.
+        const double piece = unit / std::max(1, p.fsdp_gathers_per_layer);
         const double ahead = !p.fsdp_prefetch ? 0.0
-                            : p.fsdp_prefetch_bucket_params > 0 ? std::min(unit, p.fsdp_prefetch_bucket_params)
-                                                                : unit;
+                             : p.fsdp_prefetch_bucket_params > 0
+                                 ? std::min(unit, std::max(piece, p.fsdp_prefetch_bucket_params))
+                                 : unit;
         mb.weights = Bytes(2.0 * local / shard + 2.0 * (unit + ahead));
         mb.gradients = Bytes(2.0 * local / shard + 2.0 * unit);
         mb.optimizer = Bytes(12.0 * local / shard);
