@@ -385,6 +385,8 @@ TEST_CASE("FP8 primary weights and master remainders: where they apply", "[loade
     (void)only_error(fx, kBase + "precision: fp8\nparallel:\n  fp8_params: true\n  master_param_remainders: true\n",
                      key);
     (void)only_error(fx, kBase + "parallel:\n  sharding: none\n  master_param_remainders: true\n", key);
+    check_at(only_error(fx, kBase + "parallel:\n  optimizer_state: bf16\n  master_param_remainders: true\n", key), 10,
+             3, "with optimizer_state: bf16 there is none");
     const auto ok = fx.load(kBase + "precision: fp8\nparallel:\n  fp8_params: true\n");
     CHECK(ok.plans.at(0).parallel.fp8_params);
 }
@@ -769,6 +771,7 @@ parallel:
   fsdp_prefetch: false
   dp_bucket_params: 20M
   fsdp_prefetch_bucket_params: 50M
+  optimizer_state: bf16
   fsdp_reuse_distance_params: 1B
   fsdp_reduce_scatters_per_layer: 12
   fsdp_gather_sync: true
@@ -812,6 +815,7 @@ run:
     CHECK(p.parallel.dp_bucket_params == 20e6);
     CHECK(p.parallel.fsdp_prefetch_bucket_params == 50e6);
     CHECK(p.parallel.fsdp_reuse_distance_params == 1e9);
+    CHECK(p.parallel.optimizer_state == OptimizerState::bf16);
     CHECK(p.parallel.fsdp_reduce_scatters_per_layer == 12);
     CHECK(p.parallel.fsdp_gather_sync);
     CHECK(p.parallel.list_collectives);

@@ -252,6 +252,33 @@ TEST_CASE("FP8 primary weights and 16-bit master remainders: bytes per parameter
     CHECK(rem.weights.value() == Approx(base.weights.value()));
 }
 
+TEST_CASE("BF16 optimizer state: 6 B per parameter, sharded like the FP32 state, a lighter step", "[memory]") {
+    // FP32 master 4 + m 4 + v 4 = 12 B; Apex DistributedFusedAdam dtype=bf16: 2 + 2 + 2 = 6 B.
+    for (auto sharding : {Sharding::none, Sharding::dist_opt, Sharding::zero3}) {
+        auto plan = trainsim::test::small_plan(1, 1, 8);
+        plan.parallel.sharding = sharding;
+        const auto fp32 = stage_memory(plan, 0);
+        plan.parallel.optimizer_state = OptimizerState::bf16;
+        const auto bf16 = stage_memory(plan, 0);
+        CAPTURE(to_string(sharding));
+        CHECK(bf16.optimizer.value() == Approx(fp32.optimizer.value() / 2));
+        CHECK(bf16.weights.value() == Approx(fp32.weights.value()));
+        CHECK(bf16.gradients.value() == Approx(fp32.gradients.value()));
+    }
+    // The fused step reads grad 4 + 3 x 2 and writes 3 x 2 + the BF16 weight 2 = 18 B instead of 30.
+    auto plan = trainsim::test::small_plan(1, 1, 8);
+    auto step_bytes = [&] {
+        const auto g = build_workload(plan);
+        for (const auto& op : g.stages[0].ops)
+            if (g.protos[op.proto].name == "optimizer_adam") return g.protos[op.proto].bytes.value();
+        return 0.0;
+    };
+    const double fp32 = step_bytes();
+    plan.parallel.optimizer_state = OptimizerState::bf16;
+    const double shard = stage_memory(plan, 0).local_params / 8;  // dist_opt over dp 8
+    CHECK(fp32 - step_bytes() == Approx(12.0 * shard));
+}
+
 TEST_CASE("FP8 primary weights halve the distributed optimizer's gathers of layer weights", "[memory][workload]") {
     auto plan = trainsim::test::small_plan(1, 1, 4);
     plan.precision = Precision::fp8;

@@ -125,6 +125,9 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
                 fmt::format("16-bit master remainders are a feature of a sharded optimizer (dist_opt, zero1, zero2), "
                             "not '{}'",
                             to_string(p.sharding)));
+        else if (p.optimizer_state == OptimizerState::bf16)
+            add("parallel.master_param_remainders",
+                "16-bit master remainders complete an FP32 master copy; with optimizer_state: bf16 there is none");
     }
     if (p.recompute_layers != 0) {
         if (p.recompute != Recompute::full)

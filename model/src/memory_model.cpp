@@ -52,6 +52,11 @@ bool per_layer_sharding(Sharding s) { return s == Sharding::zero3 || s == Shardi
 
 } // namespace
 
+double optimizer_bytes_per_param(const Parallel& p) {
+    if (p.optimizer_state == OptimizerState::bf16) return 6.0;
+    return p.master_param_remainders ? 10.0 : 12.0;
+}
+
 double grad_bytes_per_param(const Plan& plan) {
     // Megatron reduces FP32 main gradients with BF16 parameters (arguments.py forces
     // accumulate_allreduce_grads_in_fp32 for --bf16; FP8 recipes keep BF16 parameters) and
@@ -90,7 +95,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     // BF16); 16-bit master remainders make the FP32 master copy 2 B of the 12.
     const double layer_local = layers_per_stage * pc.per_layer / p.tp;
     const double weights16 = 2.0 * local - (p.fp8_params ? layer_local : 0.0);
-    const double optimizer = p.master_param_remainders ? 10.0 : 12.0;
+    const double optimizer = optimizer_bytes_per_param(p);
     switch (p.sharding) {
     case Sharding::none:
         mb.weights = Bytes(weights16);
@@ -125,7 +130,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
                                  : unit;
         mb.weights = Bytes(2.0 * local / shard + 2.0 * (unit + ahead));
         mb.gradients = Bytes(2.0 * local / shard + 2.0 * unit);
-        mb.optimizer = Bytes(12.0 * local / shard);
+        mb.optimizer = Bytes(optimizer * local / shard);
         break;
     }
     if (plan.precision == Precision::fp8) {

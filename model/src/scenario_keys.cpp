@@ -123,6 +123,9 @@ std::vector<KeySpec> make_table() {
             "FP32 master weights stored as 16-bit remainders of the BF16 weights (Apex DistributedFusedAdam "
             "store_param_remainders, NeMo): 2 B instead of 4 per parameter; needs BF16 weights and a sharded "
             "optimizer"),
+        one_of("parallel.optimizer_state", spellings<OptimizerState>(2), "fp32",
+               "Adam state datatype: fp32 (master weights and moments, 12 B per parameter) or bf16 (6 B: Apex "
+               "DistributedFusedAdam dtype=bf16, Megatron-Core precision-aware optimizer)"),
         key("parallel.fsdp_gathers_per_layer", "int", "collectives", "1",
             "ZeRO-3 / FSDP all-gathers per layer (1: flattened, as PyTorch FSDP; one per tensor in DeepSpeed 2021)"),
         key("parallel.fsdp_prefetch_bucket_params", "count", "parameters", "0",

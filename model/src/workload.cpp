@@ -837,7 +837,11 @@ private:
         // decay (8), lerp of m (12), scale of v (8), addcmul into v (12), sqrt (8), bias-correction
         // divide (8), add eps (8), addcdiv into the parameter (16) = 80 B; plus the gradient-norm
         // pass over the shard (4 B) and zeroing the local gradient buffer (4 B per local parameter).
-        const double update_bytes = p_.fused_optimizer ? 16.0 + 14.0 : 80.0;
+        // With BF16 state (parallel.optimizer_state) master, m and v move 2 B each: fused, read
+        // grad 4 + 3 x 2, write 3 x 2 + the BF16 parameter 2; the foreach passes move half.
+        const bool bf16_state = p_.optimizer_state == OptimizerState::bf16;
+        const double update_bytes = p_.fused_optimizer ? (bf16_state ? 10.0 + 8.0 : 16.0 + 14.0)
+                                                       : (bf16_state ? 40.0 : 80.0);
         const bool shards_optimizer = p_.sharding != Sharding::none;
         const double opt_shard = shards_optimizer ? (per_layer_sharding() ? shard : dp_group) : 1.0;
         const double shard_params = local_params / opt_shard;

@@ -44,6 +44,9 @@ struct MemoryBreakdown {
 // 4 for Megatron's FP32 main gradients (no sharding or the distributed optimizer, bf16 / fp8,
 // parallel.main_grads_fp32), else 2 (FP16 training, ZeRO, FSDP, 16-bit gradient sync).
 [[nodiscard]] double grad_bytes_per_param(const Plan& plan);
+// Bytes per parameter of the Adam state (before sharding): FP32 master 4 + moments 8 = 12, or 10
+// with 16-bit master remainders; BF16 state (parallel.optimizer_state) 2 + 2 + 2 = 6.
+[[nodiscard]] double optimizer_bytes_per_param(const Parallel& p);
 // The stage with the largest total (what decides whether the plan fits).
 [[nodiscard]] MemoryBreakdown peak_memory(const Plan& plan);
 

@@ -25,6 +25,10 @@ enum class Commitment { on_demand, monthly, quarterly, annual };
 //   unfused — batched QK^T and PV GEMMs around a separate softmax kernel that writes the s x s
 //             scores to memory (Megatron-LM 2021/2022 before flash attention).
 enum class AttentionImpl { flash, triton, unfused };
+// Datatype of the Adam state kept per parameter: FP32 master weights and moments (Megatron,
+// DeepSpeed, PyTorch defaults), or BF16 (Apex DistributedFusedAdam dtype=bf16 as NeMo's SFT
+// config sets it; Megatron-Core's precision-aware optimizer with BF16 moments and main params).
+enum class OptimizerState { fp32, bf16 };
 // How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
 // context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
 // tp-cp-dp-pp: TP inside a node, then CP and DP, pipeline stages outermost.
@@ -117,6 +121,8 @@ struct Parallel {
     // master weights kept as the 16 low-order bits that complete the BF16 weights, 2 B instead
     // of 4 per parameter. Needs BF16 weights and a sharded optimizer.
     bool master_param_remainders = false;
+    // Adam state datatype: fp32 (master 4 + moments 8 = 12 B per parameter) or bf16 (6 B).
+    OptimizerState optimizer_state = OptimizerState::fp32;
 };
 
 struct Cluster {
@@ -191,5 +197,6 @@ struct Scenario {
 [[nodiscard]] std::string to_string(Commitment v);
 [[nodiscard]] std::string to_string(AttentionImpl v);
 [[nodiscard]] std::string to_string(RankOrder v);
+[[nodiscard]] std::string to_string(OptimizerState v);
 
 } // namespace trainsim::model
