@@ -231,7 +231,7 @@ TEST_CASE("TP comm overlap runs Transformer Engine's chunked GEMMs and exposes t
         REQUIRE(ops[i].dep_count == 1);
         CHECK(g.protos[ops[deps[ops[i].dep_begin]].proto].name == "fc2");
     }
-    CHECK(tails == plan.grad_accum() * plan.model.layers);  // every layer's forward, every micro-batch
+    CHECK(tails == plan.grad_accum() * plan.model.layers); // every layer's forward, every micro-batch
 }
 
 TEST_CASE("an oversubscribed spine written in the scenario slows cross-leaf data parallelism", "[executor][network]") {

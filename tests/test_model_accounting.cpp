@@ -275,7 +275,7 @@ TEST_CASE("BF16 optimizer state: 6 B per parameter, sharded like the FP32 state,
     };
     const double fp32 = step_bytes();
     plan.parallel.optimizer_state = OptimizerState::bf16;
-    const double shard = stage_memory(plan, 0).local_params / 8;  // dist_opt over dp 8
+    const double shard = stage_memory(plan, 0).local_params / 8; // dist_opt over dp 8
     CHECK(fp32 - step_bytes() == Approx(12.0 * shard));
 }
 

@@ -159,9 +159,9 @@ TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoin
 }
 
 TEST_CASE("NeMo rows keep FP8 primary weights only in FP8", "[validate]") {
-    const auto [header, row42] = dev_row("42");  // Llama-2 70B, NeMo 24.07, FP8
+    const auto [header, row42] = dev_row("42"); // Llama-2 70B, NeMo 24.07, FP8
     REQUIRE(!row42.empty());
-    const auto rows = load_lines(header, {row42, with_cell(row42, 24, "bf16")});  // 24: precision
+    const auto rows = load_lines(header, {row42, with_cell(row42, 24, "bf16")}); // 24: precision
     REQUIRE(rows.size() == 2);
     CHECK(rows[0].plan.parallel.fp8_params);
     CHECK_FALSE(rows[1].plan.parallel.fp8_params);
@@ -189,7 +189,7 @@ TEST_CASE("a blank degree is derived from the GPU count when it is the only one"
     CHECK(two[0].plan.parallel.pp == 1);
     CHECK(two[0].defaulted_degrees == std::vector<std::string>{"tp", "pp"});
     // A blank cp does not compete with a blank pp: cp stays 1 and pp follows (64 / (4 * 4)).
-    const auto pp_cp = load_lines(header, {with_cell(with_cell(row42, 15, ""), 17, "")});  // 17: cp
+    const auto pp_cp = load_lines(header, {with_cell(with_cell(row42, 15, ""), 17, "")}); // 17: cp
     REQUIRE(pp_cp.size() == 1);
     CHECK(pp_cp[0].plan.parallel.pp == 4);
     CHECK(pp_cp[0].plan.parallel.cp == 1);

@@ -71,7 +71,9 @@ std::string to_string(Commitment v) {
     return "?";
 }
 
-std::string to_string(OptimizerState v) { return v == OptimizerState::fp32 ? "fp32" : "bf16"; }
+std::string to_string(OptimizerState v) {
+    return v == OptimizerState::fp32 ? "fp32" : "bf16";
+}
 
 std::string to_string(AttentionImpl v) {
     switch (v) {

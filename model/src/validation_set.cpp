@@ -161,8 +161,9 @@ FrameworkProfile framework_profile(const std::string& fw) {
         // "++peft.model.fp8_params=true", no activation checkpointing) and NVIDIA's DGX Cloud
         // benchmark of Nemotron-4 340B (dgxc-benchmarking nemotron/configure.sh: "+model.fp8_params").
         f.fp8_params = true;
-        f.why = "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
-                "grad reduce / param gather, TP comm overlap, FP8 primary weights in FP8";
+        f.why =
+            "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
+            "grad reduce / param gather, TP comm overlap, FP8 primary weights in FP8";
     } else {
         f.why = fw.rfind("megatron-core", 0) == 0
                     ? "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default"

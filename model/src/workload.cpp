@@ -78,7 +78,7 @@ using ProtoId = std::uint32_t;
 struct SublayerComm {
     ProtoId fwd_gather = 0;   // SP: all-gather before the column-parallel GEMM
     ProtoId fwd_reduce = 0;   // all-reduce (no SP) / reduce-scatter (SP) after the row-parallel GEMM
-    ProtoId fwd_reduce_tail = 0;  // TP overlap: the reduce-scatter of the GEMM's last chunk, exposed
+    ProtoId fwd_reduce_tail = 0; // TP overlap: the reduce-scatter of the GEMM's last chunk, exposed
     ProtoId bwd_gather = 0;   // SP: all-gather of the output gradient before the row-parallel dgrad
     ProtoId bwd_reduce = 0;   // all-reduce / reduce-scatter of the column-parallel input gradient
 };
@@ -226,8 +226,8 @@ private:
                 // Userbuffers' pipelined GEMM + reduce-scatter: the chunk k reduce-scatter overlaps the
                 // GEMM of chunk k + 1, and the last chunk's trails the GEMM.
                 const double chunks = kTpOverlapPipelineSplits;
-                c.fwd_reduce = collective(name + "_sp_rs", CollectiveOp::reduce_scatter, Group::tp,
-                                          full * (chunks - 1) / chunks);
+                c.fwd_reduce =
+                    collective(name + "_sp_rs", CollectiveOp::reduce_scatter, Group::tp, full * (chunks - 1) / chunks);
                 c.fwd_reduce_tail =
                     collective(name + "_sp_rs_tail", CollectiveOp::reduce_scatter, Group::tp, full / chunks);
             } else {
@@ -840,8 +840,8 @@ private:
         // With BF16 state (parallel.optimizer_state) master, m and v move 2 B each: fused, read
         // grad 4 + 3 x 2, write 3 x 2 + the BF16 parameter 2; the foreach passes move half.
         const bool bf16_state = p_.optimizer_state == OptimizerState::bf16;
-        const double update_bytes = p_.fused_optimizer ? (bf16_state ? 10.0 + 8.0 : 16.0 + 14.0)
-                                                       : (bf16_state ? 40.0 : 80.0);
+        const double update_bytes =
+            p_.fused_optimizer ? (bf16_state ? 10.0 + 8.0 : 16.0 + 14.0) : (bf16_state ? 40.0 : 80.0);
         const bool shards_optimizer = p_.sharding != Sharding::none;
         const double opt_shard = shards_optimizer ? (per_layer_sharding() ? shard : dp_group) : 1.0;
         const double shard_params = local_params / opt_shard;

@@ -145,11 +145,12 @@ Time ComputeCost::slice_copies(const model::OpProto& op) const {
 
 Time ComputeCost::cost(const model::OpProto& op) const {
     switch (op.kind) {
-    case model::OpKind::gemm: {
-        if (op.splits <= 1) return gemm(op.precision, op.m, op.n, op.k, op.batch, op.split_accumulate);
-        const std::int64_t rows = (op.m + op.splits - 1) / op.splits;
-        return gemm(op.precision, rows, op.n, op.k, op.batch, op.split_accumulate) * static_cast<std::int64_t>(op.splits);
-    }
+        case model::OpKind::gemm: {
+            if (op.splits <= 1) return gemm(op.precision, op.m, op.n, op.k, op.batch, op.split_accumulate);
+            const std::int64_t rows = (op.m + op.splits - 1) / op.splits;
+            return gemm(op.precision, rows, op.n, op.k, op.batch, op.split_accumulate) *
+                   static_cast<std::int64_t>(op.splits);
+        }
     case model::OpKind::attention_fwd:
     case model::OpKind::attention_bwd: return attention(op);
     case model::OpKind::memory: return memory(op.bytes);

@@ -135,10 +135,11 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         auto e = estimate_plan(plan, {}, /*simulate_even_if_too_big=*/true);
         if (!e.fits && !row.defaulted_degrees.empty()) {
             r.status = "skipped";
-            r.reason = fmt::format("blank {}: the frameworks' default layout ({}) needs {:.1f} GiB > {:.1f} GiB on "
-                                   "stage {}; the source's layout is needed",
-                                   fmt::join(row.defaulted_degrees, ", "), layout_label(plan),
-                                   model::to_gib(e.memory.total()), model::to_gib(e.capacity), e.memory.stage);
+            r.reason = fmt::format(
+                "blank {}: the frameworks' default layout ({}) needs {:.1f} GiB > {:.1f} GiB on "
+                "stage {}; the source's layout is needed",
+                fmt::join(row.defaulted_degrees, ", "), layout_label(plan), model::to_gib(e.memory.total()),
+                model::to_gib(e.capacity), e.memory.stage);
             return;
         }
         r.predicted = e.tokens_per_s_per_gpu;

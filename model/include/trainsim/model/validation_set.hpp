@@ -56,7 +56,7 @@ struct FrameworkProfile {
     bool main_grads_fp32 = true;
     bool overlap_p2p = true;
     bool fused_optimizer = true;
-    bool fp8_params = false;  // FP8 primary weights, for rows in FP8 precision
+    bool fp8_params = false; // FP8 primary weights, for rows in FP8 precision
     std::string why;  // the documentation of these choices
 };
 [[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);
