@@ -71,6 +71,8 @@ TEST_CASE("one plan prints a single JSON object, bad input exits 2", "[cli][cont
     CHECK(j.is_object());
     CHECK_FALSE(j.contains("plans"));
     CHECK(j["name"].is_string());
+    CHECK(j.contains("framework"));
+    CHECK(j["framework"].is_null());  // the scenario writes no parallel.framework
     CHECK(run_trainsim("simulate /nonexistent/file.yaml").rc == 2);
     CHECK(run_trainsim("simulate").rc == 2);
     CHECK(run_trainsim("no-such-command").rc == 2);

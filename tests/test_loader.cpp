@@ -408,6 +408,52 @@ TEST_CASE("ZeRO-3 reuse distance: a count or unlimited", "[loader]") {
                      "parallel.fsdp_reduce_scatters_per_layer");
 }
 
+TEST_CASE("parallel.framework fills the properties the scenario does not write", "[loader][framework]") {
+    Fixture fx;
+    // kBase: 8 GPUs of gpu-fp8, tp 1. DeepSpeed 2021's profile: ZeRO-3, full recompute, per-weight
+    // gathers through the list API behind a device synchronize, unfused attention.
+    const auto ds = fx.load(kBase + "parallel:\n  framework: deepspeed-2021\n").plans.at(0).parallel;
+    CHECK(ds.framework == "deepspeed-2021");
+    CHECK(ds.sharding == Sharding::zero3);
+    CHECK(ds.recompute == Recompute::full);
+    CHECK(ds.fsdp_gathers_per_layer == 4);
+    CHECK(ds.fsdp_gather_sync);
+    CHECK(ds.list_collectives);
+    CHECK(ds.attention == AttentionImpl::unfused);
+    // What the scenario writes wins, in the top level or in a plan.
+    const auto two = fx.load(kBase + R"(parallel:
+  framework: deepspeed-2021
+  recompute: none
+plans:
+  - name: a
+  - name: b
+    parallel: {list_collectives: false}
+  - name: c
+    parallel: {framework: nemo-24.07, tp: 2}
+    precision: fp8
+)");
+    REQUIRE(two.plans.size() == 3);
+    CHECK(two.plans[0].parallel.recompute == Recompute::none);
+    CHECK(two.plans[0].parallel.list_collectives);
+    CHECK_FALSE(two.plans[1].parallel.list_collectives);
+    CHECK(two.plans[1].parallel.sharding == Sharding::zero3);
+    // NeMo: SP and TP overlap with tp > 1, FP8 primary weights in FP8, BF16 gradient sync.
+    const auto& nemo = two.plans[2].parallel;
+    CHECK(nemo.sharding == Sharding::dist_opt);
+    CHECK(nemo.sequence_parallel);
+    CHECK(nemo.tp_comm_overlap);
+    CHECK(nemo.fp8_params);
+    CHECK_FALSE(nemo.main_grads_fp32);
+    CHECK(nemo.recompute == Recompute::none);  // written at the top level
+    // Without the key nothing changes: the properties' own defaults.
+    const auto plain = fx.load(kBase).plans.at(0).parallel;
+    CHECK(plain.framework.empty());
+    CHECK(plain.sharding == Sharding::dist_opt);
+    CHECK_FALSE(plain.list_collectives);
+    check_at(only_error(fx, kBase + "parallel:\n  framework: megatron\n", "parallel.framework"), 9, 14,
+             "unknown framework 'megatron' (one of megatron-lm-2021");
+}
+
 TEST_CASE("GPU count different from tp*pp*cp*dp", "[loader]") {
     Fixture fx;
     auto ds = fx.errors(kBase + "parallel:\n  dp: 2\n");

@@ -12,6 +12,7 @@
 // Nothing throws until the whole file has been seen; then every problem is thrown together.
 #include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
+#include "trainsim/model/validation_set.hpp"
 
 #include "input_support.hpp"
 
@@ -243,6 +244,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
              if (x) b.plan.parallel.recompute_layers = *x;
              return x.has_value();
          }},
+        string_key<B>("parallel.framework", [](B& b) -> std::string& { return b.plan.parallel.framework; }),
         bool_key<B>("parallel.overlap_grad_reduce", [](B& b) -> bool& { return b.plan.parallel.overlap_grad_reduce; }),
         bool_key<B>("parallel.overlap_param_gather",
                     [](B& b) -> bool& { return b.plan.parallel.overlap_param_gather; }),
@@ -795,6 +797,24 @@ private:
                 apply_default(binding, b_, spec);
             }
         }
+        apply_framework();
+    }
+
+    // parallel.framework: its profile fills the properties the scenario does not write.
+    void apply_framework() {
+        const Written* w = lookup("parallel.framework");
+        if (w == nullptr || bad_.contains("parallel.framework")) return;
+        const std::string& name = b_.plan.parallel.framework;
+        if (!known_framework(name)) {
+            report(ctx_.out, w->value_site,
+                   fmt::format("{}unknown framework '{}' (one of megatron-lm-2021, megatron-lm-2022, megatron-core, nemo, "
+                               "deepspeed, llm-foundry, optionally followed by -<release>, e.g. nemo-24.07)",
+                               in_plan(), name));
+            bad_.insert("parallel.framework");
+            return;
+        }
+        apply_framework_profile(framework_profile(name), b_.plan,
+                                [this](std::string_view key) { return lookup(std::string(key)) != nullptr; });
     }
 
     std::optional<ModelArch> read_model() {

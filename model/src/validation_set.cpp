@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <charconv>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -42,7 +44,50 @@ bool nemo_1_era(const std::string& fw) {
     if (!v) return false;
     return v->first < 24 || (v->first == 24 && v->second <= 7);
 }
+// The framework families framework_profile() knows, each optionally followed by "-<release>".
+constexpr std::array<std::string_view, 6> kFrameworkFamilies{"megatron-lm-2021", "megatron-lm-2022", "megatron-core",
+                                                             "nemo",             "deepspeed",        "llm-foundry"};
 } // namespace
+
+bool known_framework(const std::string& fw) {
+    for (std::string_view family : kFrameworkFamilies)
+        if (fw == family || (fw.size() > family.size() && fw.compare(0, family.size(), family) == 0 &&
+                             fw[family.size()] == '-'))
+            return true;
+    return false;
+}
+
+void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
+                             const std::function<bool(std::string_view key)>& written) {
+    auto& par = plan.parallel;
+    auto set = [&](std::string_view key, auto& field, const auto& value) {
+        if (!written(key)) field = value;
+    };
+    set("parallel.sharding", par.sharding, fw.sharding);
+    set("parallel.recompute", par.recompute, fw.recompute);
+    set("parallel.sequence_parallel", par.sequence_parallel, fw.sequence_parallel && par.tp > 1);
+    set("parallel.overlap_grad_reduce", par.overlap_grad_reduce, fw.overlap_grad_reduce);
+    set("parallel.overlap_param_gather", par.overlap_param_gather, fw.overlap_param_gather);
+    set("parallel.tp_comm_overlap", par.tp_comm_overlap, fw.tp_comm_overlap && par.tp > 1);
+    set("parallel.fsdp_prefetch", par.fsdp_prefetch, fw.fsdp_prefetch);
+    set("parallel.attention", par.attention, fw.attention);
+    set("parallel.dropout", par.dropout, fw.dropout);
+    set("parallel.fsdp_gathers_per_layer", par.fsdp_gathers_per_layer, fw.fsdp_gathers_per_layer);
+    set("parallel.fsdp_prefetch_bucket_params", par.fsdp_prefetch_bucket_params, fw.fsdp_prefetch_bucket_params);
+    set("parallel.fsdp_reuse_distance_params", par.fsdp_reuse_distance_params, fw.fsdp_reuse_distance_params);
+    set("parallel.fsdp_reduce_scatters_per_layer", par.fsdp_reduce_scatters_per_layer,
+        fw.fsdp_reduce_scatters_per_layer);
+    set("parallel.fsdp_gather_sync", par.fsdp_gather_sync, fw.fsdp_gather_sync);
+    set("parallel.list_collectives", par.list_collectives, fw.list_collectives);
+    set("parallel.main_grads_fp32", par.main_grads_fp32, fw.main_grads_fp32);
+    set("parallel.overlap_p2p", par.overlap_p2p, fw.overlap_p2p);
+    set("parallel.fused_optimizer", par.fused_optimizer, fw.fused_optimizer);
+    // FP8 primary weights where the framework keeps them: in FP8, under an optimizer layout that
+    // carries them (not ZeRO-3 / FSDP shards).
+    const bool carries = par.sharding == Sharding::none || par.sharding == Sharding::dist_opt ||
+                         par.sharding == Sharding::zero1 || par.sharding == Sharding::zero2;
+    set("parallel.fp8_params", par.fp8_params, fw.fp8_params && plan.precision == Precision::fp8 && carries);
+}
 
 FrameworkProfile framework_profile(const std::string& fw) {
     FrameworkProfile f;
@@ -376,32 +421,16 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             par.recompute = fw.recompute;
             r.recompute_blank = true;
         }
-        par.overlap_grad_reduce = fw.overlap_grad_reduce;
-        par.overlap_param_gather = fw.overlap_param_gather;
-        par.tp_comm_overlap = fw.tp_comm_overlap && par.tp > 1;
-        par.fsdp_prefetch = fw.fsdp_prefetch;
-        par.attention = fw.attention;
-        par.dropout = fw.dropout;
-        par.fsdp_gathers_per_layer = fw.fsdp_gathers_per_layer;
-        par.fsdp_prefetch_bucket_params = fw.fsdp_prefetch_bucket_params;
-        par.fsdp_reuse_distance_params = fw.fsdp_reuse_distance_params;
-        par.fsdp_reduce_scatters_per_layer = fw.fsdp_reduce_scatters_per_layer;
-        par.fsdp_gather_sync = fw.fsdp_gather_sync;
-        par.list_collectives = fw.list_collectives;
-        par.main_grads_fp32 = fw.main_grads_fp32;
-        par.overlap_p2p = fw.overlap_p2p;
-        par.fused_optimizer = fw.fused_optimizer;
         if (auto pr = enum_value<Precision>(cell("precision"),
                                             {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}}))
             p.precision = *pr;
         else
             diags.push_back({fname, start, column_of("precision"), "precision",
                              fmt::format("'{}' is not one of bf16, fp16, fp8", cell("precision"))});
-        // FP8 primary weights where the framework keeps them: FP8 rows whose optimizer layout
-        // carries them (not ZeRO-3 / FSDP shards).
-        par.fp8_params = fw.fp8_params && p.precision == Precision::fp8 &&
-                         (par.sharding == Sharding::none || par.sharding == Sharding::dist_opt ||
-                          par.sharding == Sharding::zero1 || par.sharding == Sharding::zero2);
+        // The framework's behaviours; the layout columns were read above (blank ones as it would).
+        apply_framework_profile(fw, p, [](std::string_view key) {
+            return key == "parallel.sharding" || key == "parallel.recompute" || key == "parallel.sequence_parallel";
+        });
 
         if (r.kind != "step" && r.kind != "end_to_end" && blank_required.empty()) {
             r.skip_reason = fmt::format("kind '{}' is not one of step, end_to_end", r.kind);

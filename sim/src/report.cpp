@@ -76,6 +76,7 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
            {"sharding", model::to_string(p.sharding)},
            {"recompute", model::to_string(p.recompute)},
            {"recompute_layers", model::full_recompute_layers(plan)},
+           {"framework", p.framework.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.framework)},
            {"micro_batch", plan.training.micro_batch},
            {"global_batch", plan.training.global_batch},
            {"grad_accum", plan.grad_accum()},
@@ -138,6 +139,9 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      fmt::format("gbs {} x mbs {} x seq {}", plan.training.global_batch, plan.training.micro_batch,
                                  plan.training.seq_len),
                      model::to_string(plan.parallel.sharding), model::recompute_label(plan));
+    if (!plan.parallel.framework.empty())
+        s += fmt::format("  framework: {} (its behaviours fill the properties the scenario does not write)\n",
+                         plan.parallel.framework);
     const auto& m = e.memory;
     s += fmt::format("  memory per GPU (stage {}): {:.1f} GiB of {:.1f} GiB{}\n", m.stage, to_gib(m.total()),
                      to_gib(e.capacity), e.fits ? "" : "  ** DOES NOT FIT **");

@@ -71,6 +71,11 @@ struct Parallel {
     // chunk's first layer; the others keep their activations (Megatron --recompute-method block
     // --recompute-num-layers N, NeMo activations_checkpoint_method: block). 0: every layer.
     int recompute_layers = 0;
+    // The framework whose behaviours fill every property below the scenario does not write
+    // (model::framework_profile: megatron-lm-2021, megatron-lm-2022, megatron-core, nemo,
+    // deepspeed, llm-foundry, each optionally "-<release>"). Empty: the properties' own defaults,
+    // a well-tuned Megatron-Core stack.
+    std::string framework;
     bool overlap_grad_reduce = true;   // DP grad reduce in buckets during backward
     bool overlap_param_gather = true;  // dist-opt / ZeRO param all-gather overlapped with forward
     bool tp_comm_overlap = false;      // TP collectives overlapped with GEMMs (TE userbuffers)

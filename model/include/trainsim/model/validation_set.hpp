@@ -6,8 +6,10 @@
 #include "trainsim/model/scenario.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainsim::model {
@@ -60,6 +62,15 @@ struct FrameworkProfile {
     std::string why;  // the documentation of these choices
 };
 [[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);
+// Whether `framework` names a family framework_profile() knows (megatron-lm-2021, megatron-lm-2022,
+// megatron-core, nemo, deepspeed, llm-foundry), bare or with "-<release>".
+[[nodiscard]] bool known_framework(const std::string& framework);
+// Sets the plan properties the profile governs (layout defaults: sharding, recompute, sequence
+// parallelism; and the framework behaviours) except those `written` says were given. Properties
+// that depend on the layout follow the plan: sequence parallelism and TP overlap need tp > 1, FP8
+// primary weights FP8 precision and a sharding that carries them.
+void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
+                             const std::function<bool(std::string_view key)>& written);
 
 // Reads the CSV (RFC 4180 quoting). A malformed file (missing column, unparsable number) throws
 // ScenarioError naming file:line and column; a row that is well-formed but cannot be simulated
