@@ -110,6 +110,11 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
     if (counts.empty()) counts.push_back(base.num_gpus());
     std::vector<model::Plan> out;
     const auto& m = base.model;
+    // The base plan's own sharding is always tried too, so that a scenario's ZeRO-3 or HSDP plan
+    // lies in the space it is compared against.
+    std::vector<model::Sharding> shardings = space.shardings;
+    if (std::find(shardings.begin(), shardings.end(), base.parallel.sharding) == shardings.end())
+        shardings.push_back(base.parallel.sharding);
     for (int gpus : counts) {
         const model::Plan node_plan = with_gpu_count(base, gpus);
         const int gpn = node_plan.cluster.gpus_per_node;
@@ -128,7 +133,7 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                     for (int vp : vps)
                         for (bool sp : sps)
                             for (int mb : mbs)
-                                for (auto sh : space.shardings) {
+                                for (auto sh : shardings) {
                                     // FSDP / ZeRO-3 shard gradients across micro-batches: pp == 1 only.
                                     if (pp > 1 && (sh == model::Sharding::fsdp || sh == model::Sharding::zero3 ||
                                                    sh == model::Sharding::zero2 || sh == model::Sharding::hsdp))
