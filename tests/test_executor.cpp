@@ -364,6 +364,59 @@ TEST_CASE("ZeRO-3 weights released after a layer's recompute are gathered again 
     CHECK(collectives_named(model::build_workload(plan), "fsdp_ag") == no_rc);
 }
 
+TEST_CASE("ZeRO-3 module by module: each weight gathered before its GEMM, the next one beside it",
+          "[executor][sharding]") {
+    auto plan = zero3_recompute_plan();
+    plan.parallel.recompute = model::Recompute::none;
+    plan.parallel.fsdp_gathers_per_layer = 1;
+    plan.cluster.gpus_per_node = 4;  // two nodes: gathers slow enough to show
+    plan.cluster.nodes = 2;
+    plan.cluster.nics_per_node = 1;
+    const auto layer_mode = collectives_named(model::build_workload(plan), "fsdp_ag");
+    plan.parallel.fsdp_fetch = model::FsdpFetch::module;
+    plan.parallel.fsdp_prefetch = false;
+    const auto g = model::build_workload(plan);
+    const auto modules = collectives_named(g, "fsdp_ag");
+    const int mbs = plan.grad_accum(), layers = plan.model.layers;
+    // 4 weights per layer in forward and in backward; the embedding and head as before. The bytes
+    // are the layer's weights (its 2 norm vectors stay gathered).
+    CHECK(modules.second - layer_mode.second == 2 * mbs * layers * 3);
+    const double norms = 2.0 * 2.0 * plan.model.hidden * layers * mbs * 2;  // 2 B, 2 vectors, 2 passes
+    CHECK(modules.first == Approx(layer_mode.first - norms));
+    // Every weight GEMM waits for a gather of its weight; without prefetch that gather waits for
+    // the kernel before the GEMM.
+    const auto& ops = g.stages[0].ops;
+    const auto& deps = g.stages[0].deps;
+    int gemms = 0;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const auto& name = g.protos[ops[i].proto].name;
+        if (name != "qkv" && name != "attn_out" && name != "fc1" && name != "fc2" && name != "fc2_dgrad" &&
+            name != "fc1_dgrad" && name != "attn_out_dgrad" && name != "qkv_dgrad")
+            continue;
+        ++gemms;
+        bool waits = false;
+        for (std::uint32_t d = 0; d < ops[i].dep_count; ++d)
+            waits = waits || g.protos[ops[deps[ops[i].dep_begin + d]].proto].name == "fsdp_ag";
+        CAPTURE(name, i);
+        CHECK(waits);
+    }
+    CHECK(gemms == 8 * mbs * layers);
+    const auto serial = run(plan).step_time;
+    plan.parallel.fsdp_prefetch = true;
+    CHECK(collectives_named(model::build_workload(plan), "fsdp_ag") == modules);
+    CHECK(run(plan).step_time < serial);
+    // Under recompute the backward fetches only what the recompute released: QKV, projection and
+    // FC1 at a 1-parameter reuse distance, besides the recompute's 4.
+    plan.parallel.recompute = model::Recompute::full;
+    plan.parallel.fsdp_reuse_distance_params = 1;
+    CHECK(collectives_named(model::build_workload(plan), "fsdp_ag").second - layer_mode.second ==
+          mbs * layers * (4 + 4 + 3) - 2 * mbs * layers);
+    // A layer's weights come in 4 gathers of their own in this mode; fsdp_gathers_per_layer is
+    // for fsdp_fetch: layer.
+    plan.parallel.fsdp_gathers_per_layer = 4;
+    CHECK_FALSE(model::check_layout(plan).empty());
+}
+
 TEST_CASE("ZeRO-3 gradients reduced per tensor: more collectives, the same bytes", "[executor][sharding]") {
     auto plan = zero3_recompute_plan();
     const auto one = collectives_named(model::build_workload(plan), "fsdp_rs");

@@ -416,7 +416,7 @@ TEST_CASE("parallel.framework fills the properties the scenario does not write",
     CHECK(ds.framework == "deepspeed-2021");
     CHECK(ds.sharding == Sharding::zero3);
     CHECK(ds.recompute == Recompute::full);
-    CHECK(ds.fsdp_gathers_per_layer == 4);
+    CHECK(ds.fsdp_fetch == FsdpFetch::module);
     CHECK(ds.fsdp_gather_sync);
     CHECK(ds.list_collectives);
     CHECK(ds.attention == AttentionImpl::unfused);

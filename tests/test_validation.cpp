@@ -103,7 +103,7 @@ TEST_CASE("framework profiles follow the release named in the framework column",
         CAPTURE(old);
         const auto f = framework_profile(old);
         CHECK(f.list_collectives);
-        CHECK(f.fsdp_gathers_per_layer == 4);
+        CHECK(f.fsdp_fetch == trainsim::model::FsdpFetch::module);
         CHECK(f.fsdp_reduce_scatters_per_layer == 12);
         CHECK(f.fsdp_gather_sync);
         CHECK_FALSE(f.fsdp_prefetch);
@@ -113,7 +113,7 @@ TEST_CASE("framework profiles follow the release named in the framework column",
         CAPTURE(cur);
         const auto f = framework_profile(cur);
         CHECK_FALSE(f.list_collectives);
-        CHECK(f.fsdp_gathers_per_layer == 4);
+        CHECK(f.fsdp_fetch == trainsim::model::FsdpFetch::module);
         CHECK(f.fsdp_reduce_scatters_per_layer == 1);
         CHECK_FALSE(f.fsdp_gather_sync);
         CHECK(f.fsdp_prefetch);

@@ -75,6 +75,10 @@ std::string to_string(OptimizerState v) {
     return v == OptimizerState::fp32 ? "fp32" : "bf16";
 }
 
+std::string to_string(FsdpFetch v) {
+    return v == FsdpFetch::layer ? "layer" : "module";
+}
+
 std::string to_string(AttentionImpl v) {
     switch (v) {
     case AttentionImpl::flash: return "flash";

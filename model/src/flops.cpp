@@ -23,13 +23,23 @@ std::array<double, 4> layer_gemm_weights(const ModelArch& m) {
     return {h * (a * d + 2.0 * g * d), a * d * h, fc1, f * h};
 }
 
+std::array<bool, 4> released_after_recompute(const ModelArch& m, int tp, double max_reuse_distance) {
+    const auto w = layer_gemm_weights(m);
+    std::array<bool, 4> released{};
+    double after = 0; // weights of the modules after the current one
+    for (int i = 3; i >= 0; --i) {
+        released[static_cast<std::size_t>(i)] = 2.0 * after / tp >= max_reuse_distance;
+        after += w[static_cast<std::size_t>(i)];
+    }
+    return released;
+}
+
 double regathered_after_recompute(const ModelArch& m, int tp, double max_reuse_distance) {
     const auto w = layer_gemm_weights(m);
-    double regathered = 0, after = 0; // `after`: weights of the modules after the current one
-    for (auto it = w.rbegin(); it != w.rend(); ++it) {
-        if (2.0 * after / tp >= max_reuse_distance) regathered += *it / tp;
-        after += *it;
-    }
+    const auto released = released_after_recompute(m, tp, max_reuse_distance);
+    double regathered = 0;
+    for (std::size_t i = 0; i < 4; ++i)
+        if (released[i]) regathered += w[i] / tp;
     return regathered;
 }
 

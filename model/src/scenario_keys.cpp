@@ -130,6 +130,9 @@ std::vector<KeySpec> make_table() {
         one_of("parallel.optimizer_state", spellings<OptimizerState>(2), "fp32",
                "Adam state datatype: fp32 (master weights and moments, 12 B per parameter) or bf16 (6 B: Apex "
                "DistributedFusedAdam dtype=bf16, Megatron-Core precision-aware optimizer)"),
+        one_of("parallel.fsdp_fetch", spellings<FsdpFetch>(2), "layer",
+               "ZeRO-3 / FSDP gathers: a layer at a time (PyTorch FSDP) or module by module, each weight before its "
+               "GEMM and the next prefetched (DeepSpeed fetch_sub_module)"),
         key("parallel.fsdp_gathers_per_layer", "int", "collectives", "1",
             "ZeRO-3 / FSDP all-gathers per layer (1: flattened, as PyTorch FSDP; one per tensor in DeepSpeed 2021)"),
         key("parallel.fsdp_prefetch_bucket_params", "count", "parameters", "0",

@@ -72,6 +72,7 @@ void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
     set("parallel.fsdp_prefetch", par.fsdp_prefetch, fw.fsdp_prefetch);
     set("parallel.attention", par.attention, fw.attention);
     set("parallel.dropout", par.dropout, fw.dropout);
+    set("parallel.fsdp_fetch", par.fsdp_fetch, fw.fsdp_fetch);
     set("parallel.fsdp_gathers_per_layer", par.fsdp_gathers_per_layer, fw.fsdp_gathers_per_layer);
     set("parallel.fsdp_prefetch_bucket_params", par.fsdp_prefetch_bucket_params, fw.fsdp_prefetch_bucket_params);
     set("parallel.fsdp_reuse_distance_params", par.fsdp_reuse_distance_params, fw.fsdp_reuse_distance_params);
@@ -133,8 +134,8 @@ FrameworkProfile framework_profile(const std::string& fw) {
         // fetch_sub_module gathers a module's parameters just before it runs; tensors under
         // stage3_param_persistence_threshold (1e5 elements, constants.py: the norm vectors and
         // biases) stay gathered (ds_persist), so a layer's 4 weights (QKV, projection, FC1, FC2)
-        // are gathered on each pass.
-        f.fsdp_gathers_per_layer = 4;
+        // are gathered on each pass, one module at a time.
+        f.fsdp_fetch = FsdpFetch::module;
         if (deepspeed_2021_era(fw)) {
             // Until PR #1453 (merged October 2021) the module trace that drives both the
             // prefetcher and the reuse distance was off by one step: "a pre sub module hook is

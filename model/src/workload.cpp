@@ -469,25 +469,33 @@ private:
         for (auto op : lp_.attn_fwd_ops) compute_tracked(st, op, cat, mb, chunk);
     }
 
-    void layer_forward(StageState& st, int mb, int chunk, Category cat, std::uint32_t gather_dep) {
+    // `own_segment`: the forward pass of the layer, which fetches its 4 weights module by module
+    // (fsdp_fetch: module); false for a recompute, whose fetches layer_backward lays out.
+    void layer_forward(StageState& st, int mb, int chunk, Category cat, std::uint32_t gather_dep,
+                       bool own_segment = true) {
         const auto& L = lp_;
+        if (own_segment && module_fetch()) begin_segment({0, 1, 2, 3});
         if (gather_dep != kNone) st.pending.push_back(gather_dep);
         compute_tracked(st, L.ln1, cat, mb, chunk);
         if (L.fp8_cast_fwd) compute_tracked(st, L.fp8_cast_fwd, cat, mb, chunk);
         tp_collective(st, L.attn_comm.fwd_gather, mb, chunk, Side::before_gemm);
+        fetch_module(st, 0, mb, chunk);
         compute_tracked(st, L.qkv, cat, mb, chunk);
         compute_tracked(st, L.rope, cat, mb, chunk);
         std::uint32_t kv = kNone;
         if (L.cp_kv_gather) kv = emit(st, L.cp_kv_gather, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
         attention_forward(st, cat, mb, chunk);
         if (kv != kNone) st.pending.push_back(kv);
+        fetch_module(st, 1, mb, chunk);
         compute_tracked(st, L.out, cat, mb, chunk);
         tp_collective(st, L.attn_comm.fwd_reduce, mb, chunk, Side::after_gemm);
         tp_tail(st, L.attn_comm.fwd_reduce_tail, mb, chunk);
         compute_tracked(st, L.res_ln2, cat, mb, chunk);
         tp_collective(st, L.mlp_comm.fwd_gather, mb, chunk, Side::before_gemm);
+        fetch_module(st, 2, mb, chunk);
         compute_tracked(st, L.fc1, cat, mb, chunk);
         compute_tracked(st, L.act, cat, mb, chunk);
+        fetch_module(st, 3, mb, chunk);
         compute_tracked(st, L.fc2, cat, mb, chunk);
         tp_collective(st, L.mlp_comm.fwd_reduce, mb, chunk, Side::after_gemm);
         tp_tail(st, L.mlp_comm.fwd_reduce_tail, mb, chunk);
@@ -499,21 +507,38 @@ private:
     std::uint32_t layer_backward(StageState& st, int mb, int chunk, int layer, std::uint32_t gather_dep) {
         const auto& L = lp_;
         const auto cat = Category::backward;
-        if (layer < full_recompute_layers_) {
-            layer_forward(st, mb, chunk, Category::recompute, gather_dep);
-            regather_after_recompute(st, mb, chunk);
+        const bool recompute = layer < full_recompute_layers_;
+        if (module_fetch()) {
+            // The recompute gathers all 4 weights; its backward those released after it (reuse
+            // distance); a backward without recompute all 4, in backward order.
+            std::vector<int> seg;
+            if (recompute) {
+                seg = {0, 1, 2, 3};
+                const auto released = released_after_recompute(m_, p_.tp, p_.fsdp_reuse_distance_params);
+                for (int i = 3; i >= 0; --i)
+                    if (released[static_cast<std::size_t>(i)]) seg.push_back(i);
+            } else {
+                seg = {3, 2, 1, 0};
+            }
+            begin_segment(std::move(seg));
+        }
+        if (recompute) {
+            layer_forward(st, mb, chunk, Category::recompute, gather_dep, /*own_segment=*/false);
+            if (!module_fetch()) regather_after_recompute(st, mb, chunk);
         } else if (gather_dep != kNone) {
             st.pending.push_back(gather_dep);
         }
         // MLP block
         if (L.fp8_cast_bwd) compute_tracked(st, L.fp8_cast_bwd, cat, mb, chunk);
         tp_collective(st, L.mlp_comm.bwd_gather, mb, chunk, Side::before_gemm);
+        fetch_module(st, 3, mb, chunk);
         compute_tracked(st, L.fc2_dgrad, cat, mb, chunk);
         compute_tracked(st, L.fc2_wgrad, cat, mb, chunk);
         compute_tracked(st, L.act_bwd, cat, mb, chunk);
         std::uint32_t regather = kNone;
         if (L.sp_input_regather)
             regather = emit(st, L.sp_input_regather, Stream::tp_comm, Category::tp_comm, mb, chunk, {last_compute_});
+        fetch_module(st, 2, mb, chunk);
         compute_tracked(st, L.fc1_dgrad, cat, mb, chunk);
         if (regather != kNone) st.pending.push_back(regather);
         compute_tracked(st, L.fc1_wgrad, cat, mb, chunk);
@@ -521,6 +546,7 @@ private:
         compute_tracked(st, L.ln2_bwd, cat, mb, chunk);
         // attention block
         tp_collective(st, L.attn_comm.bwd_gather, mb, chunk, Side::before_gemm);
+        fetch_module(st, 1, mb, chunk);
         compute_tracked(st, L.out_dgrad, cat, mb, chunk);
         compute_tracked(st, L.out_wgrad, cat, mb, chunk);
         if (p_.recompute == Recompute::selective) attention_forward(st, Category::recompute, mb, chunk);
@@ -537,6 +563,7 @@ private:
         if (dkv != kNone) st.pending.push_back(dkv);
         if (L.sp_input_regather)
             regather = emit(st, L.sp_input_regather, Stream::tp_comm, Category::tp_comm, mb, chunk, {last_compute_});
+        fetch_module(st, 0, mb, chunk);
         compute_tracked(st, L.qkv_dgrad, cat, mb, chunk);
         if (regather != kNone && L.sp_input_regather) st.pending.push_back(regather);
         const auto wgrad_done = compute_tracked(st, L.qkv_wgrad, cat, mb, chunk);
@@ -546,6 +573,50 @@ private:
     }
 
     // ---------- sharding helpers ----------
+    // ZeRO-3 module-by-module fetch (fsdp_fetch: module): a layer pass fetches the weights of
+    // `seg_` (0 QKV, 1 projection, 2 FC1, 3 FC2) in that order, each before its GEMM; with
+    // prefetch, the next one's gather is issued as the current module starts, so it runs beside
+    // it, and the first of the next layer pass beside this pass's last module.
+    [[nodiscard]] bool module_fetch() const {
+        return per_layer_sharding() && shard_size() > 1 && p_.fsdp_fetch == FsdpFetch::module;
+    }
+    void begin_segment(std::vector<int> modules) {
+        seg_ = std::move(modules);
+        seg_pos_ = 0;
+        seg_prefetched_ = !seg_.empty() && next_first_module_ == seg_.front() ? next_first_ : kNone;
+        next_first_ = kNone;
+    }
+    std::uint32_t emit_module_gather(StageState& st, int module, int mb, int chunk, std::uint32_t after) {
+        const auto w = layer_gemm_weights(m_);
+        const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(),
+                                      2.0 * w[static_cast<std::size_t>(module)] / p_.tp);
+        mark_list_collective(proto);
+        // Beside the compute stream: the ops waiting to be attached to the next kernel stay there.
+        auto saved = std::move(st.pending);
+        st.pending.clear();
+        const auto id = emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, gather_gates(after));
+        st.pending = std::move(saved);
+        return id;
+    }
+    void fetch_module(StageState& st, int module, int mb, int chunk) {
+        if (!module_fetch() || seg_pos_ >= seg_.size() || seg_[seg_pos_] != module) return;
+        const std::uint32_t cur =
+            seg_prefetched_ != kNone ? seg_prefetched_ : emit_module_gather(st, module, mb, chunk, last_compute_);
+        seg_prefetched_ = kNone;
+        ++seg_pos_;
+        if (p_.fsdp_prefetch && seg_pos_ < seg_.size())
+            seg_prefetched_ = emit_module_gather(st, seg_[seg_pos_], mb, chunk, last_compute_);
+        last_module_gate_ = last_compute_;
+        st.pending.push_back(cur);
+    }
+    // Before a layer pass: with prefetch, its first weight's gather beside the previous pass's
+    // last module.
+    void prefetch_first_module(StageState& st, int module, int mb, int chunk) {
+        next_first_ = kNone;
+        if (!module_fetch() || !p_.fsdp_prefetch || last_module_gate_ == kNone) return;
+        next_first_ = emit_module_gather(st, module, mb, chunk, last_module_gate_);
+        next_first_module_ = module;
+    }
     // ZeRO-3 / FSDP weights released after a layer's recompute and gathered again for its backward
     // (fsdp_reuse_distance_params): they start once the recompute is done, the backward waits for them.
     void regather_after_recompute(StageState& st, int mb, int chunk) {
@@ -615,6 +686,9 @@ private:
         last_compute_ = kNone;
         prev_compute_ = kNone;
         last_reduce_ = kNone;
+        seg_.clear();
+        seg_pos_ = 0;
+        seg_prefetched_ = next_first_ = last_module_gate_ = kNone;
 
         // Units per chunk in backward order: [head], layers last..first, [embedding].
         std::vector<std::vector<int>> chunk_units(static_cast<std::size_t>(vp));
@@ -686,9 +760,14 @@ private:
         // `prefetched`: the op after which a prefetched gather may start (the unit two back);
         // `current`: the op after which any gather may start (the previous unit). Without
         // prefetch both are the previous unit.
-        auto unit_gather = [&](int unit, int mb, int chunk, std::uint32_t prefetched,
-                               std::uint32_t current) -> std::uint32_t {
+        // `first_module`: with fsdp_fetch: module, the weight a layer unit's pass fetches first.
+        auto unit_gather = [&](int unit, int mb, int chunk, std::uint32_t prefetched, std::uint32_t current,
+                               int first_module) -> std::uint32_t {
             if (!per_layer_sharding() || shard <= 1) return kNone;
+            if (unit >= 0 && module_fetch()) {
+                prefetch_first_module(st, first_module, mb, chunk);
+                return kNone;
+            }
             // A layer's parameters arrive in fsdp_gathers_per_layer collectives (each paying the
             // ring latency); the embedding and the head are one tensor each.
             const int pieces = unit >= 0 ? std::max(1, p_.fsdp_gathers_per_layer) : 1;
@@ -752,7 +831,7 @@ private:
                     if (per_layer_sharding()) {
                         // Prefetch: the gather for this unit may start once the unit two back has
                         // finished (one gathered unit ahead); without prefetch once the previous one has.
-                        gdep = unit_gather(unit, mb, c, prev2_done, prev_done);
+                        gdep = unit_gather(unit, mb, c, prev2_done, prev_done, 0);
                     }
                     if (unit == kEmbedUnit) {
                         if (gdep != kNone) st.pending.push_back(gdep);
@@ -793,7 +872,8 @@ private:
                 std::uint32_t prev2_done = kNone, prev_done = kNone;
                 for (int unit : units) {
                     std::uint32_t gdep = kNone;
-                    if (per_layer_sharding()) gdep = unit_gather(unit, mb, c, prev2_done, prev_done);
+                    if (per_layer_sharding())
+                        gdep = unit_gather(unit, mb, c, prev2_done, prev_done, unit < full_recompute_layers_ ? 0 : 3);
                     std::uint32_t done = kNone;
                     if (unit == kHeadUnit) {
                         if (gdep != kNone) st.pending.push_back(gdep);
@@ -922,6 +1002,13 @@ private:
     int layers_per_chunk_ = 0;
     int full_recompute_layers_ = 0;
     std::uint32_t last_reduce_ = kNone; // this stage's latest ZeRO-3 / FSDP gradient reduce-scatter
+    // fsdp_fetch: module state (module_fetch() and the functions after it).
+    std::vector<int> seg_;
+    std::size_t seg_pos_ = 0;
+    std::uint32_t seg_prefetched_ = kNone;
+    std::uint32_t next_first_ = kNone;
+    int next_first_module_ = -1;
+    std::uint32_t last_module_gate_ = kNone;
     ParamCounts params_;
     LayerProtos lp_{};
     HeadProtos hp_{};

@@ -30,6 +30,8 @@ struct ParamCounts {
 // recompute, then the backward down to it. So FC2 is kept by any positive distance, and larger
 // layers release more.
 [[nodiscard]] double regathered_after_recompute(const ModelArch& m, int tp, double max_reuse_distance);
+// Which of those weights (QKV, projection, FC1, FC2) are released after the recompute.
+[[nodiscard]] std::array<bool, 4> released_after_recompute(const ModelArch& m, int tp, double max_reuse_distance);
 
 // Per-token forward FLOPs of one layer's GEMMs (2*m*n*k summed over QKV, out, FFN).
 [[nodiscard]] double layer_gemm_flops_per_token(const ModelArch& m);

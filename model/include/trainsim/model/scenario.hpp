@@ -29,6 +29,10 @@ enum class AttentionImpl { flash, triton, unfused };
 // DeepSpeed, PyTorch defaults), or BF16 (Apex DistributedFusedAdam dtype=bf16 as NeMo's SFT
 // config sets it; Megatron-Core's precision-aware optimizer with BF16 moments and main params).
 enum class OptimizerState { fp32, bf16 };
+// How ZeRO-3 / FSDP gather a layer's weights: the whole layer before it runs (PyTorch FSDP wraps
+// a transformer block), or module by module, each weight just before its GEMM (DeepSpeed's
+// fetch_sub_module), the next one prefetched while the current one computes.
+enum class FsdpFetch { layer, module };
 // How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
 // context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
 // tp-cp-dp-pp: TP inside a node, then CP and DP, pipeline stages outermost.
@@ -83,6 +87,7 @@ struct Parallel {
     double dp_bucket_params = 40e6;    // parameters per DP gradient bucket (Megatron default)
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;              // dropout after attention / MLP and on the attention scores
+    FsdpFetch fsdp_fetch = FsdpFetch::layer;
     // ZeRO-3 / FSDP: all-gathers issued per layer (1 = the layer's parameters flattened into one
     // collective, as PyTorch FSDP does; DeepSpeed 2021 gathered each parameter tensor on its own).
     int fsdp_gathers_per_layer = 1;
@@ -203,5 +208,6 @@ struct Scenario {
 [[nodiscard]] std::string to_string(AttentionImpl v);
 [[nodiscard]] std::string to_string(RankOrder v);
 [[nodiscard]] std::string to_string(OptimizerState v);
+[[nodiscard]] std::string to_string(FsdpFetch v);
 
 } // namespace trainsim::model

@@ -49,6 +49,7 @@ struct FrameworkProfile {
     bool fsdp_prefetch = true;
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;  // GPT-era recipes trained with dropout 0.1
+    FsdpFetch fsdp_fetch = FsdpFetch::layer;
     int fsdp_gathers_per_layer = 1;
     double fsdp_prefetch_bucket_params = 0;
     double fsdp_reuse_distance_params = std::numeric_limits<double>::infinity();
