@@ -163,6 +163,13 @@ TEST_CASE("weights and optimizer state follow the per-sharding bytes per paramet
     CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * (unit + unit / 2)));
     plan.parallel.fsdp_gathers_per_layer = 1;
     CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * (unit + unit)));
+    // Module by module the working copies are the largest weight (FC1 = FC2 = h x 4h here) and
+    // the one prefetched beside it; gradients likewise one weight before its reduce-scatter.
+    plan.parallel.fsdp_fetch = FsdpFetch::module;
+    const double w = plan.model.hidden * 4.0 * plan.model.hidden;
+    CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * 2.0 * w));
+    CHECK(stage_memory(plan, 0).gradients.value() == Approx(2.0 * P / 8 + 2.0 * w));
+    plan.parallel.fsdp_fetch = FsdpFetch::layer;
     plan.parallel.fsdp_prefetch = false;
     CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * unit));
 }

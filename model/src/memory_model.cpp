@@ -123,13 +123,19 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
         // Shards plus the gathered working copies: the unit in use and what is prefetched of the next
         // (a bucket takes at least one of the unit's gathers, as the workload's prefetch does), with
         // their unsharded gradients before the reduce-scatter.
-        const double piece = unit / std::max(1, p.fsdp_gathers_per_layer);
+        // Module by module (fsdp_fetch: module) the working copy is one weight, the largest, and
+        // the one prefetched beside it.
+        double in_use = unit, piece = unit / std::max(1, p.fsdp_gathers_per_layer);
+        if (p.fsdp_fetch == FsdpFetch::module) {
+            const auto w = layer_gemm_weights(plan.model);
+            in_use = piece = *std::max_element(w.begin(), w.end()) / p.tp;
+        }
         const double ahead = !p.fsdp_prefetch ? 0.0
                              : p.fsdp_prefetch_bucket_params > 0
-                                 ? std::min(unit, std::max(piece, p.fsdp_prefetch_bucket_params))
-                                 : unit;
-        mb.weights = Bytes(2.0 * local / shard + 2.0 * (unit + ahead));
-        mb.gradients = Bytes(2.0 * local / shard + 2.0 * unit);
+                                 ? std::min(in_use, std::max(piece, p.fsdp_prefetch_bucket_params))
+                                 : in_use;
+        mb.weights = Bytes(2.0 * local / shard + 2.0 * (in_use + ahead));
+        mb.gradients = Bytes(2.0 * local / shard + 2.0 * in_use);
         mb.optimizer = Bytes(optimizer * local / shard);
         break;
     }
