@@ -72,7 +72,7 @@ TEST_CASE("one plan prints a single JSON object, bad input exits 2", "[cli][cont
     CHECK_FALSE(j.contains("plans"));
     CHECK(j["name"].is_string());
     CHECK(j.contains("framework"));
-    CHECK(j["framework"].is_null());  // the scenario writes no parallel.framework
+    CHECK(j["framework"].is_null()); // the scenario writes no parallel.framework
     CHECK(run_trainsim("simulate /nonexistent/file.yaml").rc == 2);
     CHECK(run_trainsim("simulate").rc == 2);
     CHECK(run_trainsim("no-such-command").rc == 2);

@@ -369,7 +369,7 @@ TEST_CASE("ZeRO-3 module by module: each weight gathered before its GEMM, the ne
     auto plan = zero3_recompute_plan();
     plan.parallel.recompute = model::Recompute::none;
     plan.parallel.fsdp_gathers_per_layer = 1;
-    plan.cluster.gpus_per_node = 4;  // two nodes: gathers slow enough to show
+    plan.cluster.gpus_per_node = 4; // two nodes: gathers slow enough to show
     plan.cluster.nodes = 2;
     plan.cluster.nics_per_node = 1;
     const auto layer_mode = collectives_named(model::build_workload(plan), "fsdp_ag");
@@ -381,7 +381,7 @@ TEST_CASE("ZeRO-3 module by module: each weight gathered before its GEMM, the ne
     // 4 weights per layer in forward and in backward; the embedding and head as before. The bytes
     // are the layer's weights (its 2 norm vectors stay gathered).
     CHECK(modules.second - layer_mode.second == 2 * mbs * layers * 3);
-    const double norms = 2.0 * 2.0 * plan.model.hidden * layers * mbs * 2;  // 2 B, 2 vectors, 2 passes
+    const double norms = 2.0 * 2.0 * plan.model.hidden * layers * mbs * 2; // 2 B, 2 vectors, 2 passes
     CHECK(modules.first == Approx(layer_mode.first - norms));
     // Every weight GEMM waits for a gather of its weight; without prefetch that gather waits for
     // the kernel before the GEMM.

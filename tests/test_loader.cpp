@@ -444,7 +444,7 @@ plans:
     CHECK(nemo.tp_comm_overlap);
     CHECK(nemo.fp8_params);
     CHECK_FALSE(nemo.main_grads_fp32);
-    CHECK(nemo.recompute == Recompute::none);  // written at the top level
+    CHECK(nemo.recompute == Recompute::none); // written at the top level
     // Without the key nothing changes: the properties' own defaults.
     const auto plain = fx.load(kBase).plans.at(0).parallel;
     CHECK(plain.framework.empty());

@@ -116,9 +116,10 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
                                                to_string(p.sharding)));
     if (p.fsdp_fetch == FsdpFetch::module && p.fsdp_gathers_per_layer != 1)
         add("parallel.fsdp_gathers_per_layer",
-            fmt::format("fsdp_fetch: module gathers each of a layer's 4 weights on its own; fsdp_gathers_per_layer ({}) "
-                        "applies to fsdp_fetch: layer",
-                        p.fsdp_gathers_per_layer));
+            fmt::format(
+                "fsdp_fetch: module gathers each of a layer's 4 weights on its own; fsdp_gathers_per_layer ({}) "
+                "applies to fsdp_fetch: layer",
+                p.fsdp_gathers_per_layer));
     if (p.master_param_remainders) {
         if (p.fp8_params || plan.precision == Precision::fp16)
             add("parallel.master_param_remainders",

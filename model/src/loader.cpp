@@ -10,8 +10,8 @@
 //   3. The model and the hardware profile are resolved, dp is derived, and check_layout's
 //      problems are attached to the place their key was written.
 // Nothing throws until the whole file has been seen; then every problem is thrown together.
-#include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
+#include "trainsim/model/layout.hpp"
 #include "trainsim/model/validation_set.hpp"
 
 #include "input_support.hpp"
@@ -807,10 +807,11 @@ private:
         if (w == nullptr || bad_.contains("parallel.framework")) return;
         const std::string& name = b_.plan.parallel.framework;
         if (!known_framework(name)) {
-            report(ctx_.out, w->value_site,
-                   fmt::format("{}unknown framework '{}' (one of megatron-lm-2021, megatron-lm-2022, megatron-core, nemo, "
-                               "deepspeed, llm-foundry, optionally followed by -<release>, e.g. nemo-24.07)",
-                               in_plan(), name));
+            report(
+                ctx_.out, w->value_site,
+                fmt::format("{}unknown framework '{}' (one of megatron-lm-2021, megatron-lm-2022, megatron-core, nemo, "
+                            "deepspeed, llm-foundry, optionally followed by -<release>, e.g. nemo-24.07)",
+                            in_plan(), name));
             bad_.insert("parallel.framework");
             return;
         }

@@ -9,8 +9,8 @@
 
 #include <array>
 #include <charconv>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -45,14 +45,14 @@ bool nemo_1_era(const std::string& fw) {
     return v->first < 24 || (v->first == 24 && v->second <= 7);
 }
 // The framework families framework_profile() knows, each optionally followed by "-<release>".
-constexpr std::array<std::string_view, 6> kFrameworkFamilies{"megatron-lm-2021", "megatron-lm-2022", "megatron-core",
-                                                             "nemo",             "deepspeed",        "llm-foundry"};
+constexpr std::array<std::string_view, 6> kFrameworkFamilies{
+    "megatron-lm-2021", "megatron-lm-2022", "megatron-core", "nemo", "deepspeed", "llm-foundry"};
 } // namespace
 
 bool known_framework(const std::string& fw) {
     for (std::string_view family : kFrameworkFamilies)
-        if (fw == family || (fw.size() > family.size() && fw.compare(0, family.size(), family) == 0 &&
-                             fw[family.size()] == '-'))
+        if (fw == family ||
+            (fw.size() > family.size() && fw.compare(0, family.size(), family) == 0 && fw[family.size()] == '-'))
             return true;
     return false;
 }
