@@ -286,6 +286,24 @@ TEST_CASE("BF16 optimizer state: 6 B per parameter, sharded like the FP32 state,
     CHECK(fp32 - step_bytes() == Approx(12.0 * shard));
 }
 
+TEST_CASE("the per-step FP8 weight cast covers the layers' GEMM weights, only their transpose with FP8 weights",
+          "[workload]") {
+    // Read BF16 (2 B), write FP8 + its transpose (1 + 1 B) per layer weight; with FP8 primary
+    // weights read FP8 (1 B) and write the transpose (1 B). The embedding and head stay BF16.
+    auto plan = trainsim::test::small_plan(1, 1, 4);
+    plan.precision = Precision::fp8;
+    auto cast_bytes = [&] {
+        const auto g = build_workload(plan);
+        for (const auto& op : g.stages[0].ops)
+            if (g.protos[op.proto].name == "fp8_weight_cast") return g.protos[op.proto].bytes.value();
+        return 0.0;
+    };
+    const double layers = plan.model.layers * count_params(plan.model).per_layer;
+    CHECK(cast_bytes() == Approx(4.0 * layers));
+    plan.parallel.fp8_params = true;
+    CHECK(cast_bytes() == Approx(2.0 * layers));
+}
+
 TEST_CASE("FP8 primary weights halve the distributed optimizer's gathers of layer weights", "[memory][workload]") {
     auto plan = trainsim::test::small_plan(1, 1, 4);
     plan.precision = Precision::fp8;

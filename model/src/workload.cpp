@@ -699,9 +699,12 @@ private:
             for (int l = layers_per_chunk_ - 1; l >= 0; --l) u.push_back(l);
             if (vs == 0 && has_embed) u.push_back(kEmbedUnit);
         }
-        double local_params = 0;
+        double local_params = 0, layer_params = 0;  // layer_params: the FP8 GEMMs' weights
         for (const auto& u : chunk_units)
-            for (int unit : u) local_params += unit_params(unit);
+            for (int unit : u) {
+                local_params += unit_params(unit);
+                if (unit >= 0) layer_params += unit_params(unit);
+            }
 
         // DP buckets (Megatron DDP): per chunk, filled in backward order.
         std::vector<Bucket> buckets;
@@ -750,9 +753,12 @@ private:
             }
         }
         if (plan_.precision == Precision::fp8) {
-            // FP8 weight cast + transpose once per step (TE caches it across micro-batches):
-            // read BF16 weights, write FP8 weight and its transpose.
-            compute(st, memory("fp8_weight_cast", local_params * (2.0 + 2.0)), Category::forward, 0, 0);
+            // FP8 weight cast + transpose once per step (TE caches it across micro-batches) of the
+            // layers' GEMM weights (the embedding and the head stay BF16): read the BF16 weight,
+            // write the FP8 weight and its transpose; with FP8 primary weights only the transpose
+            // (read 1 B, write 1 B).
+            compute(st, memory("fp8_weight_cast", layer_params * (p_.fp8_params ? 1.0 + 1.0 : 2.0 + 2.0)),
+                    Category::forward, 0, 0);
         }
 
         // FSDP / ZeRO-3 / HSDP per-unit gathers and reduce-scatters.
