@@ -2,6 +2,7 @@
 // simulated, and the error may not rise above what has been reached (a ratchet with a margin).
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/validation_set.hpp"
+#include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/validate.hpp"
 
 #include <catch2/catch.hpp>
@@ -199,20 +200,45 @@ TEST_CASE("a blank degree is derived from the GPU count when it is the only one"
 TEST_CASE("a row whose blanks leave it unsimulable is skipped with the reason, the file still read", "[validate]") {
     const auto [header, row42] = dev_row("42");
     REQUIRE(!row42.empty());
-    // 5: hidden, 9: ffn_type (architecture the simulation needs); 14/18/19: tp, dp and
-    // sequence_parallel blank, so tp takes the default 1 and dp the rest, and 70B on tp1 pp4 does
-    // not fit.
-    const auto rows = load_lines(header, {with_cell(row42, 5, ""), with_cell(row42, 9, ""),
-                                          with_cell(with_cell(with_cell(row42, 14, ""), 18, ""), 19, ""), row42});
+    // 5: hidden, 9: ffn_type (architecture the simulation needs). 13/14/15/18: Llama-2 70B on 8
+    // GPUs with tp, pp and dp blank: no layout of 8 GPUs holds it, so the degrees stay at the
+    // default 1 and the row is skipped saying so.
+    const auto rows = load_lines(
+        header, {with_cell(row42, 5, ""), with_cell(row42, 9, ""),
+                 with_cell(with_cell(with_cell(with_cell(row42, 13, "8"), 14, ""), 15, ""), 18, ""), row42});
     REQUIRE(rows.size() == 4);
     CHECK(rows[0].skip_reason == "blank hidden: the simulation needs it (the source does not say)");
     CHECK(rows[1].skip_reason == "blank ffn_type: the simulation needs it (the source does not say)");
     const auto rep = trainsim::sim::validate_rows(rows, "", 1);
     CHECK(rep.rows[2].status == "skipped");
-    CHECK_THAT(rep.rows[2].reason, Catch::Contains("blank tp: the frameworks' default layout (tp1 pp4"));
+    CHECK_THAT(rep.rows[2].reason, Catch::Contains("blank tp, pp: no layout fits"));
     CHECK(rep.rows[3].status == "ok");
     CHECK(rep.skipped == 3);
     CHECK(rep.does_not_fit == 0);
+    // Blank tp and dp (14/18/19) on the row's 64 GPUs: the least model parallelism that fits,
+    // TP first: no smaller tp x pp fits with micro-batch 1 and full recompute.
+    const auto open = load_lines(header, {with_cell(with_cell(with_cell(row42, 14, ""), 18, ""), 19, "")});
+    std::vector<std::string> choices;
+    const auto chosen = trainsim::sim::tune_blank_cells(open.at(0), choices);
+    CHECK(trainsim::sim::estimate_plan(chosen).fits);
+    CHECK(chosen.parallel.pp == 4);  // given
+    CHECK(chosen.parallel.tp * chosen.parallel.pp * chosen.parallel.dp == 64);
+    for (int tp = 1; tp < chosen.parallel.tp; tp *= 2) {
+        auto smaller = chosen;
+        smaller.parallel.tp = tp;
+        smaller.parallel.dp = 64 / (tp * 4);
+        smaller.parallel.sequence_parallel = tp > 1;
+        smaller.parallel.tp_comm_overlap = tp > 1;
+        smaller.training.micro_batch = 1;
+        smaller.parallel.recompute = trainsim::model::Recompute::full;
+        smaller.parallel.recompute_layers = 0;
+        smaller.parallel.vp = 1;
+        CAPTURE(tp);
+        CHECK_FALSE(trainsim::sim::estimate_plan(smaller).fits);
+    }
+    CHECK(std::any_of(choices.begin(), choices.end(), [](const std::string& c) {
+        return c.find("(blank tp: the least model parallelism that fits, TP first)") != std::string::npos;
+    }));
     // 26: kind. Blank is a step row; a kind outside the schema is skipped, naming it.
     const auto kinds = load_lines(header, {with_cell(row42, 26, ""), with_cell(row42, 26, "weird")});
     REQUIRE(kinds.size() == 2);

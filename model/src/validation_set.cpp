@@ -388,7 +388,9 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             }
         }
         par.vp = integer("vp", false, 1);
-        r.vp_blank = cell("vp").empty() && par.pp > 1;
+        r.vp_cell_blank = cell("vp").empty();
+        r.vp_blank = r.vp_cell_blank && par.pp > 1;
+        r.dp_blank = !dp_given;
         if (!dp_given) {
             par.dp = derive_dp(gpus, par.tp, par.pp, par.cp);
             r.choices.push_back(fmt::format("dp={} (blank: from the GPU count)", par.dp));
@@ -400,6 +402,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             r.micro_batch_blank = true;
         }
         if (cell("sequence_parallel").empty()) {
+            r.sequence_parallel_blank = true;
             par.sequence_parallel = par.tp > 1 && fw.sequence_parallel;
             r.choices.push_back(fmt::format("sequence_parallel={} (blank: {})", par.sequence_parallel, fw.name));
         } else {
@@ -466,7 +469,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         if (p.cluster.nodes * p.cluster.gpus_per_node != gpus) {
             r.skip_reason = fmt::format("{} GPUs do not fill whole nodes of {}", gpus, p.cluster.gpus_per_node);
         }
-        if (r.skip_reason.empty()) {
+        // With blank degrees left at the default 1, validate chooses them (and checks the layout).
+        if (r.skip_reason.empty() && r.defaulted_degrees.empty()) {
             for (const auto& prob : check_layout(p)) {
                 r.skip_reason += (r.skip_reason.empty() ? "" : "; ") + prob.key + ": " + prob.message;
             }

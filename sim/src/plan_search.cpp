@@ -29,14 +29,14 @@
 
 namespace trainsim::sim {
 
-namespace {
-
 std::vector<int> divisors(int n, int max) {
     std::vector<int> out;
     for (int d = 1; d <= std::min(n, max); ++d)
         if (n % d == 0) out.push_back(d);
     return out;
 }
+
+namespace {
 
 // Days and cost as the search ranks and filters them (SearchOptions::basis).
 struct Metrics {

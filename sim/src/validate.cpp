@@ -42,38 +42,110 @@ ErrorStats error_stats(const std::vector<double>& signed_errors_pct) {
     return s;
 }
 
-model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::string>& choices) {
-    model::Plan best = row.plan;
-    if (!row.micro_batch_blank && !row.recompute_blank && !row.vp_blank) return best;
+namespace {
+// Blank tp / pp that the GPU count could not settle (two blank degrees, or dp blank too): the
+// least model parallelism that fits, TP (inside the node) before PP, as Megatron's guidance
+// has it (Narayanan et al. SC'21 Sec. 3.3: tensor parallelism up to the node size, then
+// pipeline parallelism as the model needs). Checked with the most frugal blank settings
+// (micro-batch 1, full recompute, no interleaving); the tuning then runs on the chosen degrees.
+// Leaves the plan as it is when nothing fits.
+model::Plan choose_blank_degrees(const model::ValidationRow& row, std::vector<std::string>& choices,
+                                 std::vector<std::string>& still_defaulted) {
+    model::Plan base = row.plan;
+    still_defaulted = row.defaulted_degrees;
+    if (row.defaulted_degrees.empty()) return base;
+    auto is_free = [&](const char* d) {
+        return std::find(row.defaulted_degrees.begin(), row.defaulted_degrees.end(), d) != row.defaulted_degrees.end();
+    };
+    const auto& m = base.model;
+    const int gpus = base.num_gpus(), cp = base.parallel.cp;
+    std::vector<int> tps{base.parallel.tp}, pps{base.parallel.pp};
+    if (is_free("tp")) tps = divisors(base.cluster.gpus_per_node, base.cluster.gpus_per_node);
+    if (is_free("pp")) pps = divisors(m.layers, gpus);
+    std::vector<std::pair<int, int>> cands;
+    for (int tp : tps)
+        for (int pp : pps) {
+            if (m.heads % tp != 0 || m.kv_heads % tp != 0 || gpus % (tp * pp * cp) != 0) continue;
+            const int dp = gpus / (tp * pp * cp);
+            if (!row.dp_blank && dp != row.plan.parallel.dp) continue;
+            if (base.training.global_batch % dp != 0) continue;
+            cands.emplace_back(tp, pp);
+        }
+    std::sort(cands.begin(), cands.end(), [](const auto& a, const auto& b) {
+        return std::make_pair(a.first * a.second, a.second) < std::make_pair(b.first * b.second, b.second);
+    });
+    const auto fw = model::framework_profile(row.framework);
+    for (const auto& [tp, pp] : cands) {
+        model::Plan p = base;
+        p.parallel.tp = tp;
+        p.parallel.pp = pp;
+        p.parallel.dp = gpus / (tp * pp * cp);
+        // The framework's degree-dependent behaviours follow the new tp (sequence parallelism
+        // only where the row left it blank).
+        model::apply_framework_profile(fw, p, [&](std::string_view key) {
+            return key != "parallel.tp_comm_overlap" && key != "parallel.fp8_params" &&
+                   (key != "parallel.sequence_parallel" || !row.sequence_parallel_blank);
+        });
+        if (row.vp_cell_blank) p.parallel.vp = 1;
+        model::Plan frugal = p;
+        if (row.micro_batch_blank) frugal.training.micro_batch = 1;
+        if (row.recompute_blank) {
+            frugal.parallel.recompute = model::Recompute::full;
+            frugal.parallel.recompute_layers = 0;
+        }
+        if (!model::check_layout(frugal).empty()) continue;
+        if (model::peak_memory(frugal).total() > frugal.hardware.hbm_capacity) continue;
+        // The load's "tp=1 (blank)" and "dp=N (blank: ...)" give way to the degrees chosen here.
+        std::erase_if(choices, [&](const std::string& c) {
+            return c.starts_with("dp=") || std::any_of(row.defaulted_degrees.begin(), row.defaulted_degrees.end(),
+                                                       [&](const std::string& d) { return c == d + "=1 (blank)"; });
+        });
+        choices.push_back(fmt::format("tp={} pp={} dp={} (blank {}: the least model parallelism that fits, TP first)",
+                                      tp, pp, p.parallel.dp, fmt::join(row.defaulted_degrees, ", ")));
+        still_defaulted.clear();
+        return p;
+    }
+    return base;
+}
+} // namespace
+
+model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::string>& choices,
+                             std::vector<std::string>* defaulted) {
+    std::vector<std::string> still_defaulted;
+    model::Plan best = choose_blank_degrees(row, choices, still_defaulted);
+    if (defaulted != nullptr) *defaulted = still_defaulted;
+    const model::Plan chosen = best;
+    const bool vp_blank = row.vp_cell_blank && chosen.parallel.pp > 1;
+    if (!row.micro_batch_blank && !row.recompute_blank && !vp_blank) return best;
     // A published benchmark was tuned: among the micro-batch sizes that divide the per-rank batch
     // (blank micro_batch) and the recompute policies (blank recompute, cheapest first), take the
     // plan that fits in memory with the highest throughput.
-    const int per_rank = row.plan.training.global_batch / row.plan.parallel.dp;
-    std::vector<int> mbs{row.plan.training.micro_batch};
+    const int per_rank = chosen.training.global_batch / chosen.parallel.dp;
+    std::vector<int> mbs{chosen.training.micro_batch};
     if (row.micro_batch_blank) {
         mbs.clear();
         for (int m = 1; m <= std::min(per_rank, 16); ++m)
             if (per_rank % m == 0) mbs.push_back(m);
     }
-    std::vector<model::Recompute> policies{row.plan.parallel.recompute};
+    std::vector<model::Recompute> policies{chosen.parallel.recompute};
     if (row.recompute_blank) {
         policies = {model::Recompute::none, model::Recompute::selective, model::Recompute::full};
         // A framework whose default is a stronger policy starts there.
-        policies.erase(policies.begin(), std::find(policies.begin(), policies.end(), row.plan.parallel.recompute));
+        policies.erase(policies.begin(), std::find(policies.begin(), policies.end(), chosen.parallel.recompute));
     }
     // Blank vp with pipelining: every interleaving depth Megatron accepts (layers per stage
     // divisible by vp), as a tuned benchmark would have picked.
-    std::vector<int> vps{row.plan.parallel.vp};
-    if (row.vp_blank) {
+    std::vector<int> vps{chosen.parallel.vp};
+    if (vp_blank) {
         vps.clear();
-        const int per_stage = row.plan.model.layers / row.plan.parallel.pp;
+        const int per_stage = chosen.model.layers / chosen.parallel.pp;
         for (int v = 1; v <= per_stage; ++v)
             if (per_stage % v == 0) vps.push_back(v);
     }
     double best_tps = -1;
     for (auto rc : policies) {
         for (int m : mbs) for (int v : vps) {
-            model::Plan p = row.plan;
+            model::Plan p = chosen;
             p.training.micro_batch = m;
             p.parallel.recompute = rc;
             p.parallel.vp = v;
@@ -95,7 +167,7 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
             fmt::format("micro_batch={} (blank: the best-throughput size that fits, as the benchmark was "
                         "tuned{})",
                         best.training.micro_batch, best_tps < 0 ? "; none fits, kept 1" : ""));
-    if (row.vp_blank)
+    if (vp_blank)
         choices.push_back(fmt::format("vp={} (blank: the best-throughput interleaving that fits{})", best.parallel.vp,
                                       best_tps < 0 ? "; none fits, kept 1" : ""));
     if (row.recompute_blank)
@@ -131,9 +203,19 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         }
         // Memory is reported but not enforced: a measured run fits by definition, so a
         // "does not fit" verdict flags a memory-model error while the row is still compared.
-        const model::Plan plan = tune_blank_cells(row, r.choices);
+        std::vector<std::string> defaulted;
+        const model::Plan plan = tune_blank_cells(row, r.choices, &defaulted);
+        if (const auto problems = model::check_layout(plan); !problems.empty()) {
+            // Blank degrees for which no layout fits, left at the default 1 that the row's other
+            // cells rule out.
+            r.status = "skipped";
+            r.reason = fmt::format("blank {}: no layout fits; with the default 1:", fmt::join(defaulted, ", "));
+            for (const auto& prob : problems) r.reason += " " + prob.key + ": " + prob.message + ";";
+            r.reason.pop_back();
+            return;
+        }
         auto e = estimate_plan(plan, {}, /*simulate_even_if_too_big=*/true);
-        if (!e.fits && !row.defaulted_degrees.empty()) {
+        if (!e.fits && !defaulted.empty()) {
             r.status = "skipped";
             r.reason = fmt::format(
                 "blank {}: the frameworks' default layout ({}) needs {:.1f} GiB > {:.1f} GiB on "

@@ -33,11 +33,14 @@ struct ValidationRow {
     // the source's layout is unknown, so a plan that does not fit says so rather than blaming
     // the memory model.
     std::vector<std::string> defaulted_degrees;
+    bool dp_blank = false;                 // dp followed from the GPU count
+    bool sequence_parallel_blank = false;  // taken from the framework (tp > 1)
+    bool vp_cell_blank = false;            // the vp cell itself (vp_blank also needs pp > 1)
     std::string skip_reason;           // why the row cannot be simulated
 };
 
 // Framework behaviours that change step time, as explicit named properties with documented
-// defaults (docs/frameworks.md). Unknown frameworks get the Megatron-Core defaults, said so.
+// defaults (docs/accuracy.md). Unknown frameworks get the Megatron-Core defaults, said so.
 struct FrameworkProfile {
     std::string name;
     Sharding sharding = Sharding::dist_opt;  // when the row leaves it blank

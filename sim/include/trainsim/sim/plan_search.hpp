@@ -116,5 +116,7 @@ struct SearchResult {
 // Short layout label, e.g. "tp8 pp2 vp5 dp4 sp mbs1 dist_opt rc:none" (without "dp4" when
 // with_dp is false, for a layout whose data-parallel degree varies).
 [[nodiscard]] std::string layout_label(const model::Plan& plan, bool with_dp = true);
+// The divisors of n up to max, ascending (the degrees a layout can take).
+[[nodiscard]] std::vector<int> divisors(int n, int max);
 
 } // namespace trainsim::sim

@@ -38,7 +38,10 @@ struct ValidationReport {
 
 // The row's plan with blank micro_batch / recompute cells tuned as the source's benchmark was:
 // the best-throughput choice that fits (recorded in `choices`).
-[[nodiscard]] model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::string>& choices);
+// `defaulted` (when given) receives the blank degrees still at the frameworks' default 1 (none
+// when blank tp / pp were chosen as the least model parallelism that fits).
+[[nodiscard]] model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::string>& choices,
+                                           std::vector<std::string>* defaulted = nullptr);
 
 // Simulates every row (kind filter: empty = all). Rows run on `threads` workers.
 [[nodiscard]] ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind,
