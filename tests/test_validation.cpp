@@ -203,9 +203,9 @@ TEST_CASE("a row whose blanks leave it unsimulable is skipped with the reason, t
     // 5: hidden, 9: ffn_type (architecture the simulation needs). 13/14/15/18: Llama-2 70B on 8
     // GPUs with tp, pp and dp blank: no layout of 8 GPUs holds it, so the degrees stay at the
     // default 1 and the row is skipped saying so.
-    const auto rows = load_lines(
-        header, {with_cell(row42, 5, ""), with_cell(row42, 9, ""),
-                 with_cell(with_cell(with_cell(with_cell(row42, 13, "8"), 14, ""), 15, ""), 18, ""), row42});
+    const auto rows =
+        load_lines(header, {with_cell(row42, 5, ""), with_cell(row42, 9, ""),
+                            with_cell(with_cell(with_cell(with_cell(row42, 13, "8"), 14, ""), 15, ""), 18, ""), row42});
     REQUIRE(rows.size() == 4);
     CHECK(rows[0].skip_reason == "blank hidden: the simulation needs it (the source does not say)");
     CHECK(rows[1].skip_reason == "blank ffn_type: the simulation needs it (the source does not say)");
@@ -221,7 +221,7 @@ TEST_CASE("a row whose blanks leave it unsimulable is skipped with the reason, t
     std::vector<std::string> choices;
     const auto chosen = trainsim::sim::tune_blank_cells(open.at(0), choices);
     CHECK(trainsim::sim::estimate_plan(chosen).fits);
-    CHECK(chosen.parallel.pp == 4);  // given
+    CHECK(chosen.parallel.pp == 4); // given
     CHECK(chosen.parallel.tp * chosen.parallel.pp * chosen.parallel.dp == 64);
     for (int tp = 1; tp < chosen.parallel.tp; tp *= 2) {
         auto smaller = chosen;

@@ -699,7 +699,7 @@ private:
             for (int l = layers_per_chunk_ - 1; l >= 0; --l) u.push_back(l);
             if (vs == 0 && has_embed) u.push_back(kEmbedUnit);
         }
-        double local_params = 0, layer_params = 0;  // layer_params: the FP8 GEMMs' weights
+        double local_params = 0, layer_params = 0; // layer_params: the FP8 GEMMs' weights
         for (const auto& u : chunk_units)
             for (int unit : u) {
                 local_params += unit_params(unit);

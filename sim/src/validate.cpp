@@ -145,19 +145,19 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     double best_tps = -1;
     for (auto rc : policies) {
         for (int m : mbs) for (int v : vps) {
-            model::Plan p = chosen;
-            p.training.micro_batch = m;
-            p.parallel.recompute = rc;
-            p.parallel.vp = v;
-            if (!model::check_layout(p).empty()) continue;
-            // A tuned benchmark that must recompute recomputes as few layers as fit (block recompute).
-            if (row.recompute_blank && rc == model::Recompute::full)
-                p.parallel.recompute_layers = model::fewest_recompute_layers(p);
-            const auto e = estimate_plan(p);
-            if (!e.fits) continue;
-            if (e.tokens_per_s_per_gpu > best_tps) {
-                best_tps = e.tokens_per_s_per_gpu;
-                best = p;
+                model::Plan p = chosen;
+                p.training.micro_batch = m;
+                p.parallel.recompute = rc;
+                p.parallel.vp = v;
+                if (!model::check_layout(p).empty()) continue;
+                // A tuned benchmark that must recompute recomputes as few layers as fit (block recompute).
+                if (row.recompute_blank && rc == model::Recompute::full)
+                    p.parallel.recompute_layers = model::fewest_recompute_layers(p);
+                const auto e = estimate_plan(p);
+                if (!e.fits) continue;
+                if (e.tokens_per_s_per_gpu > best_tps) {
+                    best_tps = e.tokens_per_s_per_gpu;
+                    best = p;
             }
         }
         if (best_tps > 0) break; // the cheapest policy that fits wins; stronger ones only cost time

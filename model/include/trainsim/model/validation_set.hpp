@@ -33,9 +33,9 @@ struct ValidationRow {
     // the source's layout is unknown, so a plan that does not fit says so rather than blaming
     // the memory model.
     std::vector<std::string> defaulted_degrees;
-    bool dp_blank = false;                 // dp followed from the GPU count
-    bool sequence_parallel_blank = false;  // taken from the framework (tp > 1)
-    bool vp_cell_blank = false;            // the vp cell itself (vp_blank also needs pp > 1)
+    bool dp_blank = false;                // dp followed from the GPU count
+    bool sequence_parallel_blank = false; // taken from the framework (tp > 1)
+    bool vp_cell_blank = false;           // the vp cell itself (vp_blank also needs pp > 1)
     std::string skip_reason;           // why the row cannot be simulated
 };
 
