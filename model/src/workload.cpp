@@ -442,14 +442,20 @@ private:
         if (proto == 0) return;
         st.pending.push_back(emit_after(st, proto, Stream::tp_comm, Category::tp_comm, mb, chunk, last_compute_));
     }
-    std::uint32_t emit_after(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
-                             std::uint32_t after) {
+    // An op beside the compute stream, after `deps` only: the ops waiting to be attached to the
+    // next kernel stay pending for it.
+    std::uint32_t emit_aside(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
+                             std::span<const std::uint32_t> deps) {
         auto saved = std::move(st.pending);
         st.pending.clear();
-        const auto id = after == kNone ? emit(st, proto, stream, cat, mb, chunk)
-                                       : emit(st, proto, stream, cat, mb, chunk, {after});
+        const auto id = emit(st, proto, stream, cat, mb, chunk, deps);
         st.pending = std::move(saved);
         return id;
+    }
+    std::uint32_t emit_after(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
+                             std::uint32_t after) {
+        if (after == kNone) return emit_aside(st, proto, stream, cat, mb, chunk, {});
+        return emit_aside(st, proto, stream, cat, mb, chunk, std::span(&after, 1));
     }
 
     std::uint32_t compute_tracked(StageState& st, ProtoId proto, Category cat, int mb, int chunk) {
@@ -591,12 +597,7 @@ private:
         const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(),
                                       2.0 * w[static_cast<std::size_t>(module)] / p_.tp);
         mark_list_collective(proto);
-        // Beside the compute stream: the ops waiting to be attached to the next kernel stay there.
-        auto saved = std::move(st.pending);
-        st.pending.clear();
-        const auto id = emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, gather_gates(after));
-        st.pending = std::move(saved);
-        return id;
+        return emit_aside(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk, gather_gates(after));
     }
     void fetch_module(StageState& st, int module, int mb, int chunk) {
         if (!module_fetch() || seg_pos_ >= seg_.size() || seg_[seg_pos_] != module) return;
