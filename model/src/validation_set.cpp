@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <array>
 #include <charconv>
 #include <fstream>
 #include <functional>
@@ -44,18 +43,14 @@ bool nemo_1_era(const std::string& fw) {
     if (!v) return false;
     return v->first < 24 || (v->first == 24 && v->second <= 7);
 }
-// The framework families framework_profile() knows, each optionally followed by "-<release>".
-constexpr std::array<std::string_view, 6> kFrameworkFamilies{
-    "megatron-lm-2021", "megatron-lm-2022", "megatron-core", "nemo", "deepspeed", "llm-foundry"};
+// `fw` names `family`, bare or followed by "-<release>" ("nemo", "nemo-24.07").
+bool in_family(const std::string& fw, std::string_view family) {
+    return fw == family ||
+           (fw.size() > family.size() && fw.compare(0, family.size(), family) == 0 && fw[family.size()] == '-');
+}
 } // namespace
 
-bool known_framework(const std::string& fw) {
-    for (std::string_view family : kFrameworkFamilies)
-        if (fw == family ||
-            (fw.size() > family.size() && fw.compare(0, family.size(), family) == 0 && fw[family.size()] == '-'))
-            return true;
-    return false;
-}
+bool known_framework(const std::string& fw) { return framework_profile(fw).known; }
 
 void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
                              const std::function<bool(std::string_view key)>& written) {
@@ -93,7 +88,7 @@ void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
 FrameworkProfile framework_profile(const std::string& fw) {
     FrameworkProfile f;
     f.name = fw;
-    if (fw.rfind("megatron-lm-2021", 0) == 0) {
+    if (in_family(fw, "megatron-lm-2021")) {
         // Narayanan et al. SC'21: PTD-P without a distributed optimizer; the data-parallel
         // all-reduce ran after the backward pass (Megatron-LM 2021 DDP, no overlap).
         f.sharding = Sharding::none;
@@ -106,7 +101,7 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.dropout = true;
         f.why = "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP, unfused "
                 "attention (fused scale-mask-softmax), dropout 0.1";
-    } else if (fw.rfind("megatron-lm-2022", 0) == 0) {
+    } else if (in_family(fw, "megatron-lm-2022")) {
         // Korthikanti et al. 2022 Sec. 6.3: "DP all-reduce not overlapped".
         f.sharding = Sharding::none;
         f.recompute = Recompute::selective;
@@ -117,7 +112,7 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.dropout = true;
         f.why = "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped, unfused "
                 "attention, dropout 0.1";
-    } else if (fw.rfind("deepspeed", 0) == 0) {
+    } else if (in_family(fw, "deepspeed")) {
         // DeepSpeed ZeRO-3 with overlap_comm and parameter prefetching (its defaults).
         f.sharding = Sharding::zero3;
         f.recompute = Recompute::full;
@@ -175,7 +170,7 @@ FrameworkProfile framework_profile(const std::string& fw) {
                 "gathers, weights gathered again after the recompute beyond 1e9 parameters of reuse distance, "
                 "flash attention";
         }
-    } else if (fw.rfind("llm-foundry", 0) == 0) {
+    } else if (in_family(fw, "llm-foundry")) {
         // llm-foundry FSDP config: FULL_SHARD, PURE mixed precision (BF16 reduce), limit_all_gathers.
         f.sharding = Sharding::fsdp;
         f.recompute = Recompute::none;
@@ -194,7 +189,7 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.why = "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, gathers not overlapped with compute; "
                 "MPT's ALiBi attention runs the Triton flash-attention kernel (attn_impl: triton); PyTorch foreach "
                 "AdamW";
-    } else if (fw.rfind("nemo", 0) == 0) {
+    } else if (in_family(fw, "nemo")) {
         // NeMo performance recipes on H100: distributed optimizer with overlapped grad reduce and
         // param gather, TP communication overlap (Transformer Engine userbuffers) for tp > 1.
         f.tp_comm_overlap = true;
@@ -211,7 +206,8 @@ FrameworkProfile framework_profile(const std::string& fw) {
             "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
             "grad reduce / param gather, TP comm overlap, FP8 primary weights in FP8";
     } else {
-        f.why = fw.rfind("megatron-core", 0) == 0
+        f.known = in_family(fw, "megatron-core");
+        f.why = f.known
                     ? "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default"
                     : "unknown framework '" + fw + "': Megatron-Core defaults assumed";
     }
