@@ -83,7 +83,7 @@ model::Plan choose_blank_degrees(const model::ValidationRow& row, std::vector<st
         // The framework's degree-dependent behaviours follow the new tp (sequence parallelism
         // only where the row left it blank).
         model::apply_framework_profile(fw, p, [&](std::string_view key) {
-            return key != "parallel.tp_comm_overlap" && key != "parallel.fp8_params" &&
+            return key != "parallel.tp_comm_overlap" &&
                    (key != "parallel.sequence_parallel" || !row.sequence_parallel_blank);
         });
         if (row.vp_cell_blank) p.parallel.vp = 1;
