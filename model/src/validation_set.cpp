@@ -50,7 +50,9 @@ bool in_family(const std::string& fw, std::string_view family) {
 }
 } // namespace
 
-bool known_framework(const std::string& fw) { return framework_profile(fw).known; }
+bool known_framework(const std::string& fw) {
+    return framework_profile(fw).known;
+}
 
 void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
                              const std::function<bool(std::string_view key)>& written) {
@@ -207,9 +209,10 @@ FrameworkProfile framework_profile(const std::string& fw) {
             "grad reduce / param gather, TP comm overlap, FP8 primary weights in FP8";
     } else {
         f.known = in_family(fw, "megatron-core");
-        f.why = f.known
-                    ? "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default"
-                    : "unknown framework '" + fw + "': Megatron-Core defaults assumed";
+        f.why =
+            f.known
+                ? "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default"
+                : "unknown framework '" + fw + "': Megatron-Core defaults assumed";
     }
     return f;
 }

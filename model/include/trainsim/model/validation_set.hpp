@@ -64,7 +64,7 @@ struct FrameworkProfile {
     bool fused_optimizer = true;
     bool fp8_params = false; // FP8 primary weights, for rows in FP8 precision
     std::string why;  // the documentation of these choices
-    bool known = true;  // false: not a family below; the Megatron-Core defaults stand in
+    bool known = true; // false: not a family below; the Megatron-Core defaults stand in
 };
 [[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);
 // Whether `framework` names a family framework_profile() knows (megatron-lm-2021, megatron-lm-2022,
