@@ -68,6 +68,29 @@ TEST_CASE("a GEMM costs FLOPs over efficiency x peak plus the kernel overhead", 
     CHECK(cc.memory(model::Bytes(2.4e9)).seconds() == Approx(1e-3 + 4e-6).epsilon(1e-9));
 }
 
+TEST_CASE("attention runs at the efficiency of its kernel: the fused one, or FlashAttention-2's", "[compute]") {
+    auto hw = test::test_profile();
+    hw.sustained_clock_ratio = 1.0;
+    model::OpProto op;
+    op.kind = model::OpKind::attention_fwd;
+    op.seq_kv = 4096;
+    op.flops = model::Flops(1e12);
+    op.bytes = model::Bytes(0);
+    // FLOPs / (BF16 peak x efficiency x s / (s + 320)) + the kernel overhead.
+    auto expected = [](double eff) { return 1e12 / (1e15 * eff * 4096.0 / (4096.0 + 320.0)) + 4e-6; };
+    const sim::ComputeCost fused(hw);
+    CHECK(fused.cost(op).seconds() == Approx(expected(0.5)).epsilon(1e-9));
+    // flash2 without a profile value: FlashAttention-2 is the GPU's fused kernel (Ampere).
+    op.attention_impl = model::AttentionImpl::flash2;
+    CHECK(fused.cost(op).seconds() == Approx(expected(0.5)).epsilon(1e-9));
+    hw.flash2_attention_fwd_efficiency = 0.33;
+    hw.flash2_attention_bwd_efficiency = 0.26;
+    const sim::ComputeCost hopper(hw);
+    CHECK(hopper.cost(op).seconds() == Approx(expected(0.33)).epsilon(1e-9));
+    op.kind = model::OpKind::attention_bwd;
+    CHECK(hopper.cost(op).seconds() == Approx(expected(0.26)).epsilon(1e-9));
+}
+
 TEST_CASE("one GPU: the step is exactly the sum of its kernels", "[executor]") {
     auto plan = test::small_plan(1, 1, 1, 4, 1);
     plan.cluster.nodes = 1;

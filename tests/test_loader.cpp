@@ -824,6 +824,10 @@ parallel:
   list_collectives: true
   main_grads_fp32: false
   overlap_p2p: false
+  attention: flash2
+  elementwise: eager
+  selective_recompute: alternate_matmuls
+  fsdp_reduce_fp32: true
 precision: fp8
 cluster:
   gpu: gpu-fp8
@@ -867,6 +871,10 @@ run:
     CHECK(p.parallel.list_collectives);
     CHECK_FALSE(p.parallel.main_grads_fp32);
     CHECK_FALSE(p.parallel.overlap_p2p);
+    CHECK(p.parallel.attention == AttentionImpl::flash2);
+    CHECK(p.parallel.elementwise == Elementwise::eager);
+    CHECK(p.parallel.selective_recompute == SelectiveRecompute::alternate_matmuls);
+    CHECK(p.parallel.fsdp_reduce_fp32);
     CHECK(p.precision == Precision::fp8);
     CHECK(p.cluster.intra == IntraFabric::pcie);
     CHECK(p.cluster.inter == InterFabric::roce);

@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <limits>
+#include <map>
+#include <string>
 
 using namespace trainsim::model;
 
@@ -348,4 +350,115 @@ TEST_CASE("weights gathered again after a recompute: those used beyond the reuse
     gpt3.head_dim = 128;
     gpt3.ffn = 4 * 12288;
     CHECK(regathered_after_recompute(gpt3, 1, 1e9) == Approx(8.0 * 12288.0 * 12288.0));
+}
+
+namespace {
+// A Llama-style (SwiGLU, GQA) version of the test plan.
+Plan llama_plan(int dp) {
+    auto plan = trainsim::test::small_plan(1, 1, dp);
+    plan.model = llama2(4, 2048, 16, 4, 5632);
+    return plan;
+}
+double sum_bytes(const OpGraph& g, const std::string& name) {
+    for (const auto& p : g.protos)
+        if (p.name == name) return p.bytes.value();
+    return -1.0;
+}
+} // namespace
+
+TEST_CASE("op-level selective checkpointing keeps the attention output and every other matmul's", "[memory]") {
+    // torchtitan's policy saves wq, wv, w1 and w2 of wq, wk, wv, wo, w1, w3, w2, and the SDPA
+    // output with its FP32 log-sum-exp, besides the layer input (all BF16, tp = 1).
+    const auto m = llama2(4, 2048, 16, 4, 5632);
+    const double T = 2.0 * 4096, h = 2048, d = 128, a = 16, g = 4, f = 5632;
+    ActivationOptions opt;
+    opt.selective = SelectiveRecompute::alternate_matmuls;
+    const double expected = 2 * T * h + 2 * T * (a + g) * d + 2 * T * f + 2 * T * h + 2 * T * a * d + 4 * T * a;
+    CHECK(layer_activation_bytes(m, 4096, 2, 1, false, 1, Recompute::selective, Precision::bf16, opt).value() ==
+          Approx(expected));
+    // Less than keeping everything, more than the layer input alone.
+    CHECK(expected < layer_activation_bytes(m, 4096, 2, 1, false, 1, Recompute::none, Precision::bf16, opt).value());
+    // The stage holds every layer's saved set plus, once, the full activations of the layer
+    // being rebuilt.
+    auto plan = llama_plan(8);
+    plan.parallel.sharding = Sharding::fsdp;
+    plan.parallel.recompute = Recompute::selective;
+    plan.parallel.selective_recompute = SelectiveRecompute::alternate_matmuls;
+    const double sel = stage_memory(plan, 0).activations.value();
+    plan.parallel.recompute = Recompute::none;
+    const double none = stage_memory(plan, 0).activations.value();
+    const auto t = plan.training;
+    const double per_sel = layer_activation_bytes(plan.model, t.seq_len, 1, 1, false, 1, Recompute::selective,
+                                                  Precision::bf16, opt)
+                               .value();
+    const double per_none =
+        layer_activation_bytes(plan.model, t.seq_len, 1, 1, false, 1, Recompute::none, Precision::bf16, opt).value();
+    CHECK(none - sel == Approx(4 * (per_none - per_sel) - per_none));
+}
+
+TEST_CASE("op-level selective checkpointing replays every op but the attention, wq, wv, w1 and w2", "[workload]") {
+    auto plan = llama_plan(8);
+    plan.parallel.recompute = Recompute::selective;
+    plan.parallel.selective_recompute = SelectiveRecompute::alternate_matmuls;
+    const auto g = build_workload(plan);
+    std::map<std::string, int> names;
+    double gemm_flops = 0;
+    for (const auto& op : g.stages[0].ops) {
+        if (op.category != Category::recompute) continue;
+        const auto& p = g.protos[op.proto];
+        ++names[p.name];
+        if (p.kind == OpKind::gemm) gemm_flops += p.flops.value();
+    }
+    // One replay per layer and micro-batch (4 layers, 2 micro-batches of 1 x 2048 tokens).
+    const double T = 2048, h = 2048, d = 128, g_heads = 4, f = 5632;
+    const int replays = 4 * 2;
+    CHECK(gemm_flops == Approx(replays * 2 * T * h * (g_heads * d + h + f))); // wk, wo, w3
+    for (const char* n : {"ln1", "rope", "residual_ln2", "swiglu", "residual", "recompute_wk", "attn_out",
+                          "recompute_w3"})
+        CHECK(names[n] == replays);
+    CHECK(names.count("attn_fwd") == 0);
+    CHECK(names.count("qkv") == 0);
+    CHECK(names.count("fc1") == 0);
+    CHECK(names.count("fc2") == 0);
+    // Megatron's selective recompute replays only the attention kernel.
+    plan.parallel.selective_recompute = SelectiveRecompute::attention;
+    const auto mg = build_workload(plan);
+    std::map<std::string, int> mnames;
+    for (const auto& op : mg.stages[0].ops)
+        if (op.category == Category::recompute) ++mnames[mg.protos[op.proto].name];
+    CHECK(mnames.size() == 1);
+    CHECK(mnames["attn_fwd"] == replays);
+}
+
+TEST_CASE("eager element-wise ops move the bytes of one kernel per PyTorch op", "[workload]") {
+    // Fused (TE / torch.compile): a norm reads x and writes y (2 + 2 B). Eager RMSNorm in FP32:
+    // 36 B per element forward, 70 + 6 backward; RoPE as a complex multiply 20 B per query / key
+    // element plus the GQA repeat of K and V (read g, write a heads, 2 B each, for K and V);
+    // SwiGLU 10 B forward, 18 backward.
+    auto plan = llama_plan(8);
+    const double T = 2048, h = 2048, d = 128, a = 16, g = 4, f = 5632;
+    const auto fused = build_workload(plan);
+    plan.parallel.elementwise = Elementwise::eager;
+    const auto eager = build_workload(plan);
+    CHECK(sum_bytes(fused, "ln1") == Approx(4 * T * h));
+    CHECK(sum_bytes(eager, "ln1") == Approx(36 * T * h));
+    CHECK(sum_bytes(eager, "ln1_bwd") == Approx(76 * T * h));
+    CHECK(sum_bytes(eager, "rope") == Approx(20 * T * (a + g) * d + 2 * 2 * T * (a + g) * d));
+    CHECK(sum_bytes(eager, "swiglu") == Approx(10 * T * f));
+    CHECK(sum_bytes(eager, "act_bwd") == Approx(18 * T * f));
+    CHECK(sum_bytes(fused, "swiglu") == Approx(6 * T * f));
+}
+
+TEST_CASE("FSDP with an FP32 reduce dtype reduce-scatters 4 B per parameter", "[workload][sharding]") {
+    auto plan = llama_plan(8);
+    plan.parallel.sharding = Sharding::fsdp;
+    CHECK(grad_bytes_per_param(plan) == 2.0);
+    const double bf16 = sum_bytes(build_workload(plan), "fsdp_rs");
+    plan.parallel.fsdp_reduce_fp32 = true;
+    CHECK(grad_bytes_per_param(plan) == 4.0);
+    CHECK(sum_bytes(build_workload(plan), "fsdp_rs") == Approx(2 * bf16));
+    // The flag belongs to per-layer sharding; Megatron's buffers follow main_grads_fp32.
+    plan.parallel.sharding = Sharding::dist_opt;
+    plan.parallel.main_grads_fp32 = false;
+    CHECK(grad_bytes_per_param(plan) == 2.0);
 }

@@ -130,6 +130,33 @@ TEST_CASE("framework profiles follow the release named in the framework column",
     // NeMo's FP8 performance recipes keep FP8 primary weights; Megatron-Core's default does not.
     CHECK(framework_profile("nemo-24.07").fp8_params);
     CHECK_FALSE(framework_profile("megatron-core-0.8").fp8_params);
+    // torchtitan: FSDP2 with an FP32 reduce, op-level selective checkpointing, SDPA's
+    // FlashAttention-2, foreach AdamW, eager element-wise ops unless compiled.
+    const auto tt = framework_profile("torchtitan");
+    CHECK(tt.known);
+    CHECK(tt.sharding == trainsim::model::Sharding::fsdp);
+    CHECK(tt.selective_recompute == trainsim::model::SelectiveRecompute::alternate_matmuls);
+    CHECK(tt.attention == trainsim::model::AttentionImpl::flash2);
+    CHECK(tt.fsdp_reduce_fp32);
+    CHECK_FALSE(tt.fused_optimizer);
+    CHECK(tt.elementwise == trainsim::model::Elementwise::eager);
+    CHECK(framework_profile("torchtitan-compile").elementwise == trainsim::model::Elementwise::fused);
+    CHECK_FALSE(framework_profile("torchtitanic").known);
+}
+
+TEST_CASE("torchtitan rows run their element-wise ops compiled in FP8 (torchao float8), eager otherwise",
+          "[validate]") {
+    const auto [header, row40] = dev_row("40"); // Llama-2 7B on 8 H100, FP8
+    REQUIRE(!row40.empty());
+    const auto tt = with_cell(with_cell(row40, 25, "torchtitan"), 20, ""); // 25: framework, 20: sharding
+    const auto rows = load_lines(header, {tt, with_cell(tt, 24, "bf16")});  // 24: precision
+    REQUIRE(rows.size() == 2);
+    for (const auto& r : rows) {
+        CHECK(r.plan.parallel.sharding == trainsim::model::Sharding::fsdp);
+        CHECK(r.plan.parallel.attention == trainsim::model::AttentionImpl::flash2);
+    }
+    CHECK(rows[0].plan.parallel.elementwise == trainsim::model::Elementwise::fused);
+    CHECK(rows[1].plan.parallel.elementwise == trainsim::model::Elementwise::eager);
 }
 
 TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoint and failure factor",

@@ -79,11 +79,20 @@ std::string to_string(FsdpFetch v) {
     return v == FsdpFetch::layer ? "layer" : "module";
 }
 
+std::string to_string(SelectiveRecompute v) {
+    return v == SelectiveRecompute::attention ? "attention" : "alternate_matmuls";
+}
+
+std::string to_string(Elementwise v) {
+    return v == Elementwise::fused ? "fused" : "eager";
+}
+
 std::string to_string(AttentionImpl v) {
     switch (v) {
     case AttentionImpl::flash: return "flash";
     case AttentionImpl::triton: return "triton";
     case AttentionImpl::unfused: return "unfused";
+    case AttentionImpl::flash2: return "flash2";
     }
     return "?";
 }

@@ -14,6 +14,18 @@ Bytes layer_activation_bytes(const ModelArch& m, int seq_len, int micro_batch, i
     const double t = tp;
     const double rep = sp ? 1.0 / t : 1.0;  // parts replicated across TP ranks unless SP splits them
     if (recompute == Recompute::full) return Bytes(2.0 * T * h * rep);  // only the layer input
+    const bool gated = m.ffn_type == FfnType::swiglu;
+    if (recompute == Recompute::selective && opt.selective == SelectiveRecompute::alternate_matmuls) {
+        // torchtitan's op-level policy saves the outputs of the attention kernel and of every
+        // other matmul of the layer, counted in call order (wq, wk, wv, wo, w1, w3, w2: wq, wv,
+        // w1, w2 are saved; fc1 of a 2-matrix MLP), and rebuilds the rest from the layer input.
+        double saved = 2.0 * T * h * rep;                  // layer input
+        saved += 2.0 * T * (a + g) * d / t;                // wq and wv outputs
+        saved += 2.0 * T * f / t;                          // w1 (fc1) output
+        if (gated) saved += 2.0 * T * h;                   // w2 output, before the TP reduction
+        saved += 2.0 * T * a * d / t + 4.0 * T * a / t;    // attention output and its log-sum-exp
+        return Bytes(saved);
+    }
 
     // GEMM inputs saved for the weight gradient: FP8 recipes keep the FP8 copy (1 byte).
     const double gemm_in = precision == Precision::fp8 ? 1.0 : 2.0;
@@ -29,7 +41,6 @@ Bytes layer_activation_bytes(const ModelArch& m, int seq_len, int micro_batch, i
     double sharded = 0;
     sharded += 2.0 * T * (a + 2.0 * g) * d / t;  // Q, K, V
     sharded += 2.0 * T * a * d / t;              // attention output = out-proj input
-    const bool gated = m.ffn_type == FfnType::swiglu;
     sharded += (gated ? 4.0 : 2.0) * T * f / t;  // activation-function input(s)
     sharded += gemm_in * T * f / t;              // FC2 input (activation output)
 
@@ -64,6 +75,7 @@ double grad_bytes_per_param(const Plan& plan) {
     // the 16-bit compute dtype, as does a 16-bit gradient sync (parallel.main_grads_fp32 false).
     const auto& p = plan.parallel;
     const bool megatron = p.sharding == Sharding::none || p.sharding == Sharding::dist_opt;
+    if (per_layer_sharding(p.sharding) && p.fsdp_reduce_fp32) return 4.0;
     return megatron && p.main_grads_fp32 && plan.precision != Precision::fp16 ? 4.0 : 2.0;
 }
 
@@ -157,10 +169,16 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     ActivationOptions opt;
     opt.flash_attention = p.attention != AttentionImpl::unfused;
     opt.dropout = p.dropout;
+    opt.selective = p.selective_recompute;
     const Bytes per_layer = layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp,
                                                    p.recompute, plan.precision, opt);
     double act = per_layer.value() * layers_per_chunk * mb.inflight_microbatches;
-    if (p.recompute == Recompute::full) {
+    if (p.recompute == Recompute::selective && p.selective_recompute == SelectiveRecompute::alternate_matmuls) {
+        // The layer being rebuilt holds its full activations once.
+        act += layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp, Recompute::none,
+                                      plan.precision, opt)
+                   .value();
+    } else if (p.recompute == Recompute::full) {
         // The recomputed layers keep only their input; under block recompute the others of the
         // chunk keep everything. The layer being recomputed holds its full activations once.
         const int recomputed = full_recompute_layers(plan);

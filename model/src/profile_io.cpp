@@ -52,7 +52,7 @@ struct Entry {
 using HP = HardwareProfile;
 
 // In file order.
-const std::array<Entry, 30> kEntries{{
+const std::array<Entry, 32> kEntries{{
     {.path = "compute.sm_count", .kind = Kind::integer, .required = true, .int_member = &HP::sm_count},
     {.path = "compute.dense_peak", .kind = Kind::peaks, .required = true},
     {.path = "compute.unsupported", .kind = Kind::reasons, .required = false},
@@ -66,6 +66,10 @@ const std::array<Entry, 30> kEntries{{
      .double_member = &HP::triton_attention_fwd_efficiency},
     {.path = "compute.attention_efficiency.triton_bwd", .kind = Kind::fraction, .required = false,
      .double_member = &HP::triton_attention_bwd_efficiency},
+    {.path = "compute.attention_efficiency.flash2_fwd", .kind = Kind::fraction, .required = false,
+     .double_member = &HP::flash2_attention_fwd_efficiency},
+    {.path = "compute.attention_efficiency.flash2_bwd", .kind = Kind::fraction, .required = false,
+     .double_member = &HP::flash2_attention_bwd_efficiency},
     {.path = "compute.sustained_clock_ratio", .kind = Kind::fraction, .required = false,
      .double_member = &HP::sustained_clock_ratio},
     {.path = "compute.fp8_split_accumulate_speed", .kind = Kind::fraction, .required = false,

@@ -111,11 +111,16 @@ std::vector<KeySpec> make_table() {
         key("parallel.fsdp_prefetch", "bool", "", "true", "FSDP / ZeRO-3 gathers of the next layer prefetched"),
         key("parallel.dp_bucket_params", "count", "parameters", "40M",
             "Parameters per data-parallel gradient bucket (Megatron default 40M)"),
-        one_of("parallel.attention", spellings<AttentionImpl>(3), "flash",
-               "Attention kernel: flash (cuDNN / FlashAttention via TE), triton (Triton flash kernel), "
-               "unfused (batched GEMMs + softmax over s x s scores, Megatron before 2023)"),
+        one_of("parallel.attention", spellings<AttentionImpl>(4), "flash",
+               "Attention kernel: flash (the GPU's fastest fused kernel: cuDNN / FlashAttention-3 via TE on "
+               "Hopper), triton (Triton flash kernel), unfused (batched GEMMs + softmax over s x s scores, "
+               "Megatron before 2023), flash2 (FlashAttention-2 kernels, PyTorch SDPA's default)"),
         key("parallel.dropout", "bool", "", "false",
             "Dropout after attention / MLP and on the attention scores (GPT-era recipes)"),
+        one_of("parallel.elementwise", spellings<Elementwise>(2), "fused",
+               "Element-wise ops (norms, RoPE, activation): fused kernels (Transformer Engine / Apex, torch.compile) "
+               "or PyTorch eager, one kernel and memory pass per op (RMSNorm in FP32, RoPE as a complex multiply, "
+               "GQA keys and values repeated)"),
         one_of("parallel.order", spellings<RankOrder>(6), "tp-cp-dp-pp",
                "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",
@@ -130,6 +135,10 @@ std::vector<KeySpec> make_table() {
         one_of("parallel.optimizer_state", spellings<OptimizerState>(2), "fp32",
                "Adam state datatype: fp32 (master weights and moments, 12 B per parameter) or bf16 (6 B: Apex "
                "DistributedFusedAdam dtype=bf16, Megatron-Core precision-aware optimizer)"),
+        one_of("parallel.selective_recompute", spellings<SelectiveRecompute>(2), "attention",
+               "What recompute: selective rebuilds: attention (the attention core, Megatron) or alternate_matmuls "
+               "(every op but the attention kernel and every other matmul, torchtitan's op-level selective "
+               "checkpointing)"),
         one_of("parallel.fsdp_fetch", spellings<FsdpFetch>(2), "layer",
                "ZeRO-3 / FSDP gathers: a layer at a time (PyTorch FSDP) or module by module, each weight before its "
                "GEMM and the next prefetched (DeepSpeed fetch_sub_module)"),
@@ -154,6 +163,9 @@ std::vector<KeySpec> make_table() {
         key("parallel.main_grads_fp32", "bool", "", "true",
             "FP32 main-gradient buffer reduced in FP32 (Megatron); false: 16-bit gradients and sync (NeMo "
             "distributed_fused_adam grad_sync_dtype bf16)"),
+        key("parallel.fsdp_reduce_fp32", "bool", "", "false",
+            "ZeRO-3 / FSDP gradients reduce-scattered in FP32 (PyTorch FSDP reduce_dtype float32, torchtitan) "
+            "rather than the 16-bit compute dtype"),
         key("parallel.overlap_p2p", "bool", "", "true",
             "Pipeline sends overlapped with compute (Megatron-Core); false: each send waits (Megatron-LM 2021-22)"),
         // --- precision ---

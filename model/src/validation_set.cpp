@@ -69,6 +69,8 @@ void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
     set("parallel.fsdp_prefetch", par.fsdp_prefetch, fw.fsdp_prefetch);
     set("parallel.attention", par.attention, fw.attention);
     set("parallel.dropout", par.dropout, fw.dropout);
+    set("parallel.elementwise", par.elementwise,
+        fw.fused_in_fp8 && plan.precision == Precision::fp8 ? Elementwise::fused : fw.elementwise);
     set("parallel.fsdp_fetch", par.fsdp_fetch, fw.fsdp_fetch);
     set("parallel.fsdp_gathers_per_layer", par.fsdp_gathers_per_layer, fw.fsdp_gathers_per_layer);
     set("parallel.fsdp_prefetch_bucket_params", par.fsdp_prefetch_bucket_params, fw.fsdp_prefetch_bucket_params);
@@ -78,6 +80,8 @@ void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
     set("parallel.fsdp_gather_sync", par.fsdp_gather_sync, fw.fsdp_gather_sync);
     set("parallel.list_collectives", par.list_collectives, fw.list_collectives);
     set("parallel.main_grads_fp32", par.main_grads_fp32, fw.main_grads_fp32);
+    set("parallel.fsdp_reduce_fp32", par.fsdp_reduce_fp32, fw.fsdp_reduce_fp32);
+    set("parallel.selective_recompute", par.selective_recompute, fw.selective_recompute);
     set("parallel.overlap_p2p", par.overlap_p2p, fw.overlap_p2p);
     set("parallel.fused_optimizer", par.fused_optimizer, fw.fused_optimizer);
     // FP8 primary weights where the framework keeps them: in FP8, under an optimizer layout that
@@ -191,6 +195,37 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.why = "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, gathers not overlapped with compute; "
                 "MPT's ALiBi attention runs the Triton flash-attention kernel (attn_impl: triton); PyTorch foreach "
                 "AdamW";
+    } else if (in_family(fw, "torchtitan")) {
+        // torchtitan (PyTorch-native: FSDP2 + DTensor TP, torch.distributed.pipelining), its
+        // late-2024 defaults (torchtitan/config_manager.py, train_configs/llama3_*.toml):
+        f.sharding = Sharding::fsdp;  // data_parallel_shard_degree -1: FSDP2 over the leftover ranks
+        f.recompute = Recompute::selective;
+        // [activation_checkpoint] mode "selective", selective_ac_option "op": the op-level policy
+        // that saves the attention kernel's output and every other matmul's
+        // (parallelize_llama.py _custom_policy).
+        f.selective_recompute = SelectiveRecompute::alternate_matmuls;
+        f.sequence_parallel = true;  // the TP plan shards the norms' sequence (SequenceParallel)
+        // F.scaled_dot_product_attention: on Hopper PyTorch runs its FlashAttention-2 backend; the
+        // cuDNN backend is opt-in from 2.5.1 (pytorch/pytorch #138522) until cuDNN 9.15
+        // (issue #142132: SDPA 329 vs cuDNN 631 TFLOP/s on H100, nightly 2024-12-04).
+        f.attention = AttentionImpl::flash2;
+        // --optimizer.fused defaults off: AdamW(foreach=True), the multi-pass update.
+        f.fused_optimizer = false;
+        // --training.mixed_precision_reduce float32 (the only choice): FP32 reduce-scatter.
+        f.fsdp_reduce_fp32 = true;
+        // FSDP2 prefetches the next block's all-gather in forward and backward (implicit
+        // prefetching through its own all-gather stream).
+        f.fsdp_prefetch = true;
+        // --training.compile defaults off: element-wise ops run eager, one kernel per op; a
+        // framework named "...compile..." (e.g. torchtitan-compile) ran torch.compile. FP8
+        // (torchao float8) runs compiled: "we require torch.compile for competitive performance"
+        // (pytorch/ao issue #574; the float8 README compiles the model).
+        f.elementwise = fw.find("compile") == std::string::npos ? Elementwise::eager : Elementwise::fused;
+        f.fused_in_fp8 = true;
+        f.why = "torchtitan (FSDP2, PyTorch SDPA): FSDP over the data-parallel ranks with prefetch and FP32 "
+                "reduce-scatter, op-level selective checkpointing (every other matmul and all but the attention "
+                "kernel recomputed), FlashAttention-2 kernels (SDPA), foreach AdamW, eager element-wise ops unless "
+                "compiled (named '...compile...', or FP8 with torchao float8)";
     } else if (in_family(fw, "nemo")) {
         // NeMo performance recipes on H100: distributed optimizer with overlapped grad reduce and
         // param gather, TP communication overlap (Transformer Engine userbuffers) for tp > 1.

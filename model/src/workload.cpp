@@ -83,12 +83,41 @@ struct SublayerComm {
     ProtoId bwd_reduce = 0;   // all-reduce / reduce-scatter of the column-parallel input gradient
 };
 
+// Bytes per element moved by a layer's element-wise ops in PyTorch eager, one kernel per op
+// (docs/model.md, "Element-wise ops"):
+// - RMSNorm (torch.nn.RMSNorm / torchtitan's, computed in FP32): x.float() 2+4, pow 4+4, mean 4,
+//   x * rsqrt 4+4, back to BF16 4+2, * weight 2+2 = 36. Its autograd backward: grad * weight and
+//   the weight's reduction 12, to FP32 6, the two products with rsqrt and x 8+16, the pow
+//   backward ~10, summing the two paths into dx 12, back to BF16 6 = 70; plus the residual
+//   branch's gradient added in (2+2+2).
+// - RoPE as a complex multiply in FP32 (Llama reference code): x.float() 2+4, complex multiply
+//   4+4, back to BF16 4+2 = 20 per query / key element, forward and backward alike.
+// - SwiGLU silu(w1 x) * w3 x: silu 2+2, multiply 2+2+2 = 10; backward: two products 12, silu
+//   backward 6 = 18. GELU: one kernel each way, 4 and 6. Squared ReLU: relu and square, 8 and 12.
+struct ElementwiseBytes {
+    double norm_fwd = 0, norm_bwd = 0, rope = 0, act_fwd = 0, act_bwd = 0;
+};
+ElementwiseBytes eager_bytes(FfnType ffn) {
+    ElementwiseBytes b;
+    b.norm_fwd = 36.0;
+    b.norm_bwd = 70.0 + 6.0;
+    b.rope = 20.0;
+    switch (ffn) {
+    case FfnType::swiglu: b.act_fwd = 10.0, b.act_bwd = 18.0; break;
+    case FfnType::gelu: b.act_fwd = 4.0, b.act_bwd = 6.0; break;
+    case FfnType::relu2: b.act_fwd = 8.0, b.act_bwd = 12.0; break;
+    }
+    return b;
+}
+
 // Every proto one transformer layer needs, made once (all layers are identical).
 struct LayerProtos {
     ProtoId ln1, rope, attn_fwd, attn_bwd, qkv, qkv_dgrad, qkv_wgrad, out, out_dgrad, out_wgrad;
     ProtoId res_ln2, act, fc1, fc1_dgrad, fc1_wgrad, fc2, fc2_dgrad, fc2_wgrad, residual;
     ProtoId ln1_bwd, ln2_bwd, act_bwd, rope_bwd;
     ProtoId fp8_cast_fwd = 0, fp8_cast_bwd = 0;
+    // Selective recompute of alternate matmuls: the rebuilt wk and w3 (fc2 without a gate).
+    ProtoId recompute_wk = 0, recompute_w3 = 0;
     ProtoId cp_kv_gather = 0, cp_dkv_reduce = 0;
     ProtoId sp_input_regather = 0;  // SP: all-gather of a saved input for the wgrad GEMM
     // Unfused attention (Megatron-LM 2021/2022): batched GEMMs around a softmax over s x s scores.
@@ -258,10 +287,19 @@ private:
         const double qk_heads = m_.heads + m_.kv_heads;
 
         auto& L = lp_;
+        // Bytes moved per element by the norms, RoPE and the activation, fused or eager.
+        const bool eager = p_.elementwise == Elementwise::eager;
+        const ElementwiseBytes eb = eager ? eager_bytes(m_.ffn_type) : ElementwiseBytes{};
+        const double qk_elems = Td * qk_heads * m_.head_dim / p_.tp;
+        // Eager GQA attention repeats the keys and values to every query head (repeat_kv: read
+        // the kv heads, write the query heads' copies); its backward sums them back.
+        const double repeat_kv = eager && m_.kv_heads < m_.heads
+                                     ? 2.0 * kActBytes * Td * (m_.heads + m_.kv_heads) * m_.head_dim / p_.tp
+                                     : 0.0;
         // Norm: read x, write y. Residual add: read 2, write 1.
-        L.ln1 = memory("ln1", Ts * hd * (kActBytes + norm_out));
+        L.ln1 = memory("ln1", Ts * hd * (eager ? eb.norm_fwd : kActBytes + norm_out));
         L.qkv = gemm("qkv", T, qkv_n, h, gp);
-        L.rope = memory("rope", 2.0 * kActBytes * Td * qk_heads * m_.head_dim / p_.tp);
+        L.rope = memory("rope", (eager ? eb.rope : 2.0 * kActBytes) * qk_elems + repeat_kv);
         L.attn_fwd = attention("attn_fwd", true);
         L.attn_bwd = attention("attn_bwd", false);
         if (p_.attention == AttentionImpl::unfused) {
@@ -282,12 +320,17 @@ private:
                               batched_gemm("attn_dq", bh, sq, d, sk), batched_gemm("attn_dk", bh, sk, d, sq)};
         }
         L.out = gemm("attn_out", T, h, attn_n, gp);
+        if (alternate_matmuls()) {
+            L.recompute_wk = gemm("recompute_wk", T, static_cast<std::int64_t>(m_.kv_heads) * m_.head_dim / p_.tp, h, gp);
+            L.recompute_w3 = gated ? gemm("recompute_w3", T, f, h, gp) : 0;
+        }
         // With dropout, the bias-dropout-add fusion also writes a 1-byte mask (read again in backward).
         const double mask = p_.dropout ? 1.0 : 0.0;
-        L.res_ln2 = memory("residual_ln2", Ts * hd * (3.0 * kActBytes + kActBytes + norm_out + mask));
+        L.res_ln2 = memory("residual_ln2",
+                           Ts * hd * (3.0 * kActBytes + (eager ? eb.norm_fwd : kActBytes + norm_out) + mask));
         L.fc1 = gemm("fc1", T, fc1_n, h, gp);
         L.act = memory(gated ? "swiglu" : (m_.ffn_type == FfnType::gelu ? "gelu" : "relu2"),
-                       Td * fd * ((gated ? 2.0 : 1.0) * kActBytes + norm_out));
+                       Td * fd * (eager ? eb.act_fwd : (gated ? 2.0 : 1.0) * kActBytes + norm_out));
         L.fc2 = gemm("fc2", T, h, f, gp);
         L.residual = memory("residual", Ts * hd * (3.0 * kActBytes + mask));
         // Backward GEMMs: dgrad dX = dY W^T, wgrad dW = X^T dY (k = tokens).
@@ -306,10 +349,10 @@ private:
             g_.protos[id].split_accumulate = gp == Precision::fp8;
         // Norm backward: read x, dy, residual grad; write dx. Activation backward reads its
         // inputs and the output gradient and writes the input gradients.
-        L.ln1_bwd = memory("ln1_bwd", Ts * hd * (4.0 * kActBytes + mask));
-        L.ln2_bwd = memory("ln2_bwd", Ts * hd * (4.0 * kActBytes + mask));
-        L.act_bwd = memory("act_bwd", Td * fd * kActBytes * (gated ? 5.0 : 3.0));
-        L.rope_bwd = memory("rope_bwd", 2.0 * kActBytes * Td * qk_heads * m_.head_dim / p_.tp);
+        L.ln1_bwd = memory("ln1_bwd", Ts * hd * ((eager ? eb.norm_bwd : 4.0 * kActBytes) + mask));
+        L.ln2_bwd = memory("ln2_bwd", Ts * hd * ((eager ? eb.norm_bwd : 4.0 * kActBytes) + mask));
+        L.act_bwd = memory("act_bwd", Td * fd * (eager ? eb.act_bwd : kActBytes * (gated ? 5.0 : 3.0)));
+        L.rope_bwd = memory("rope_bwd", (eager ? eb.rope : 2.0 * kActBytes) * qk_elems + repeat_kv);
         if (plan_.precision == Precision::fp8) {
             // Transformer Engine FP8: the out-proj and fc2 inputs are cast (read BF16, write FP8 and
             // its transpose); the LN outputs are cast inside the fused LN. Backward: every GEMM's
@@ -534,6 +577,7 @@ private:
         } else if (gather_dep != kNone) {
             st.pending.push_back(gather_dep);
         }
+        if (alternate_matmuls()) recompute_alternate(st, mb, chunk);
         // MLP block
         if (L.fp8_cast_bwd) compute_tracked(st, L.fp8_cast_bwd, cat, mb, chunk);
         tp_collective(st, L.mlp_comm.bwd_gather, mb, chunk, Side::before_gemm);
@@ -555,7 +599,8 @@ private:
         fetch_module(st, 1, mb, chunk);
         compute_tracked(st, L.out_dgrad, cat, mb, chunk);
         compute_tracked(st, L.out_wgrad, cat, mb, chunk);
-        if (p_.recompute == Recompute::selective) attention_forward(st, Category::recompute, mb, chunk);
+        if (p_.recompute == Recompute::selective && p_.selective_recompute == SelectiveRecompute::attention)
+            attention_forward(st, Category::recompute, mb, chunk);
         std::uint32_t kv = kNone, dkv = kNone;
         if (L.cp_kv_gather) kv = emit(st, L.cp_kv_gather, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
         if (L.attn_bwd_ops.empty()) {
@@ -576,6 +621,27 @@ private:
         tp_collective(st, L.attn_comm.bwd_reduce, mb, chunk, Side::after_gemm);
         compute_tracked(st, L.ln1_bwd, cat, mb, chunk);
         return std::max(wgrad_done, last_compute_);
+    }
+
+    [[nodiscard]] bool alternate_matmuls() const {
+        return p_.recompute == Recompute::selective && p_.selective_recompute == SelectiveRecompute::alternate_matmuls;
+    }
+    // torchtitan's op-level selective checkpointing replays the layer's forward at the start of
+    // its backward: the saved outputs (attention, wq, wv, w1, w2, the TP reductions) are reused,
+    // every other op runs again: the norms, RoPE, the activation, the residual adds and the
+    // even-numbered matmuls wk, wo and w3 (fc2 of a 2-matrix MLP).
+    void recompute_alternate(StageState& st, int mb, int chunk) {
+        const auto& L = lp_;
+        const auto cat = Category::recompute;
+        compute_tracked(st, L.ln1, cat, mb, chunk);
+        if (L.fp8_cast_fwd) compute_tracked(st, L.fp8_cast_fwd, cat, mb, chunk);
+        compute_tracked(st, L.recompute_wk, cat, mb, chunk);
+        compute_tracked(st, L.rope, cat, mb, chunk);
+        compute_tracked(st, L.out, cat, mb, chunk);
+        compute_tracked(st, L.res_ln2, cat, mb, chunk);
+        compute_tracked(st, L.recompute_w3 ? L.recompute_w3 : L.fc2, cat, mb, chunk);
+        compute_tracked(st, L.act, cat, mb, chunk);
+        compute_tracked(st, L.residual, cat, mb, chunk);
     }
 
     // ---------- sharding helpers ----------

@@ -122,6 +122,9 @@ Time ComputeCost::attention(const model::OpProto& op) const {
     if (op.attention_impl == model::AttentionImpl::triton) {
         const double triton = fwd ? hw_.triton_attention_fwd_efficiency : hw_.triton_attention_bwd_efficiency;
         base = triton > 0 ? triton : base * kTritonVsFlash;
+    } else if (op.attention_impl == model::AttentionImpl::flash2) {
+        const double fa2 = fwd ? hw_.flash2_attention_fwd_efficiency : hw_.flash2_attention_bwd_efficiency;
+        if (fa2 > 0) base = fa2;
     }
     const double s = static_cast<double>(op.seq_kv);
     const double eff = base * s / (s + kAttentionHalfSeq);

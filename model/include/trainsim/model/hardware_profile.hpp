@@ -68,6 +68,10 @@ struct HardwareProfile {
     // given, then 0.65 x the fused kernel's (FlashAttention-2 paper, A100).
     double triton_attention_fwd_efficiency = 0.0;
     double triton_attention_bwd_efficiency = 0.0;
+    // The same for FlashAttention-2 kernels (PyTorch SDPA's flash backend); 0 = not given, then
+    // the fused kernel's (on GPUs where FlashAttention-2 is the fastest kernel, e.g. Ampere).
+    double flash2_attention_fwd_efficiency = 0.0;
+    double flash2_attention_bwd_efficiency = 0.0;
     // Fixed per-kernel cost (launch + tail), added to every kernel.
     Time kernel_overhead = Time::us(4);
     // Host time of one eager PyTorch op issued from Python (binding + dispatcher), for host loops

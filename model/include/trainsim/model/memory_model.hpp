@@ -14,6 +14,8 @@ struct ActivationOptions {
     // Dropout masks (1 byte per element) after attention, MLP and inside attention. Modern
     // LLM pre-training runs dropout-free; Korthikanti et al.'s formulas include dropout.
     bool dropout = false;
+    // What selective recompute rebuilds (parallel.selective_recompute).
+    SelectiveRecompute selective = SelectiveRecompute::attention;
 };
 
 // Activation bytes one transformer layer keeps for backward, for one micro-batch, on one rank.

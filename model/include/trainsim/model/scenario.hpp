@@ -24,7 +24,7 @@ enum class Commitment { on_demand, monthly, quarterly, annual };
 //   triton  — the Triton flash-attention kernel (llm-foundry's attn_impl: triton);
 //   unfused — batched QK^T and PV GEMMs around a separate softmax kernel that writes the s x s
 //             scores to memory (Megatron-LM 2021/2022 before flash attention).
-enum class AttentionImpl { flash, triton, unfused };
+enum class AttentionImpl { flash, triton, unfused, flash2 };
 // Datatype of the Adam state kept per parameter: FP32 master weights and moments (Megatron,
 // DeepSpeed, PyTorch defaults), or BF16 (Apex DistributedFusedAdam dtype=bf16 as NeMo's SFT
 // config sets it; Megatron-Core's precision-aware optimizer with BF16 moments and main params).
@@ -33,6 +33,13 @@ enum class OptimizerState { fp32, bf16 };
 // a transformer block), or module by module, each weight just before its GEMM (DeepSpeed's
 // fetch_sub_module), the next one prefetched while the current one computes.
 enum class FsdpFetch { layer, module };
+// What `recompute: selective` rebuilds in backward: the attention core (Megatron, Korthikanti et
+// al. 2022), or every op of the layer except its attention kernel and every other matmul
+// (torchtitan's op-level selective activation checkpointing).
+enum class SelectiveRecompute { attention, alternate_matmuls };
+// How the element-wise ops of a layer (norms, RoPE, activation) run: fused kernels (Transformer
+// Engine / Apex, or torch.compile), or PyTorch eager, one kernel and memory pass per op.
+enum class Elementwise { fused, eager };
 // How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
 // context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
 // tp-cp-dp-pp: TP inside a node, then CP and DP, pipeline stages outermost.
@@ -75,6 +82,7 @@ struct Parallel {
     // chunk's first layer; the others keep their activations (Megatron --recompute-method block
     // --recompute-num-layers N, NeMo activations_checkpoint_method: block). 0: every layer.
     int recompute_layers = 0;
+    SelectiveRecompute selective_recompute = SelectiveRecompute::attention;
     // The framework whose behaviours fill every property below the scenario does not write
     // (model::framework_profile: megatron-lm-2021, megatron-lm-2022, megatron-core, nemo,
     // deepspeed, llm-foundry, each optionally "-<release>"). Empty: the properties' own defaults,
@@ -87,6 +95,7 @@ struct Parallel {
     double dp_bucket_params = 40e6;    // parameters per DP gradient bucket (Megatron default)
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;              // dropout after attention / MLP and on the attention scores
+    Elementwise elementwise = Elementwise::fused;
     FsdpFetch fsdp_fetch = FsdpFetch::layer;
     // ZeRO-3 / FSDP: all-gathers issued per layer (1 = the layer's parameters flattened into one
     // collective, as PyTorch FSDP does; DeepSpeed 2021 gathered each parameter tensor on its own).
@@ -115,6 +124,9 @@ struct Parallel {
     // --fp16 they are FP16). false: gradients live and are reduced in the 16-bit compute dtype
     // (NeMo's distributed_fused_adam with grad_sync_dtype bf16). ZeRO / FSDP always use 16 bits.
     bool main_grads_fp32 = true;
+    // ZeRO / FSDP: gradients reduce-scattered in FP32 (PyTorch FSDP MixedPrecisionPolicy
+    // reduce_dtype float32, torchtitan's only choice) rather than the 16-bit compute dtype.
+    bool fsdp_reduce_fp32 = false;
     // Pipeline sends overlapped with the next compute (Megatron-Core's default). false: the rank
     // waits for each send to complete (Megatron-LM 2021-22 p2p_communication: batch_isend_irecv,
     // wait, then torch.cuda.synchronize() against a race).
@@ -209,5 +221,7 @@ struct Scenario {
 [[nodiscard]] std::string to_string(RankOrder v);
 [[nodiscard]] std::string to_string(OptimizerState v);
 [[nodiscard]] std::string to_string(FsdpFetch v);
+[[nodiscard]] std::string to_string(SelectiveRecompute v);
+[[nodiscard]] std::string to_string(Elementwise v);
 
 } // namespace trainsim::model

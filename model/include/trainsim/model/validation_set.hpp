@@ -52,6 +52,10 @@ struct FrameworkProfile {
     bool fsdp_prefetch = true;
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;  // GPT-era recipes trained with dropout 0.1
+    Elementwise elementwise = Elementwise::fused;
+    // Element-wise ops fused in FP8 training even where the framework runs eager otherwise
+    // (torchao float8 is run under torch.compile).
+    bool fused_in_fp8 = false;
     FsdpFetch fsdp_fetch = FsdpFetch::layer;
     int fsdp_gathers_per_layer = 1;
     double fsdp_prefetch_bucket_params = 0;
@@ -60,6 +64,8 @@ struct FrameworkProfile {
     bool fsdp_gather_sync = false;
     bool list_collectives = false;
     bool main_grads_fp32 = true;
+    bool fsdp_reduce_fp32 = false;
+    SelectiveRecompute selective_recompute = SelectiveRecompute::attention;
     bool overlap_p2p = true;
     bool fused_optimizer = true;
     bool fp8_params = false; // FP8 primary weights, for rows in FP8 precision
