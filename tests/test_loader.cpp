@@ -344,12 +344,13 @@ cluster: {gpu: gpu-fp8}
     check_at(ds[0], 3, 12, "tp=4 and the 6 KV heads of g do not divide one another");
 }
 
-TEST_CASE("layers not divisible by pp*vp", "[loader]") {
+TEST_CASE("a model chunk without a layer", "[loader]") {
     Fixture fx;
+    // 4 layers + embedding + loss = 6 units over 8 chunks: the first chunk would hold none.
     auto ds = fx.errors(kBase + "parallel:\n  pp: 2\n  vp: 4\n");
     REQUIRE(ds.size() == 1);
     CHECK(ds[0].key == "parallel.pp");
-    check_at(ds[0], 9, 3, "pp*vp = 2*4 = 8 does not divide the 4 layers of Tiny");
+    check_at(ds[0], 9, 3, "pp*vp = 2*4 = 8 model chunks leave a chunk without a layer of the 4 of Tiny (the embedding and the loss count as one layer each when the layers do not divide evenly)");
 }
 
 namespace {
@@ -368,7 +369,7 @@ TEST_CASE("block recompute layers: only under full recompute and at most a chunk
     check_at(only_error(fx, kBase + "parallel:\n  recompute_layers: 2\n", key), 9, 3,
              "recompute_layers applies to recompute: full (block recompute), not 'none'");
     check_at(only_error(fx, kBase + "parallel:\n  recompute: full\n  recompute_layers: 5\n", key), 10, 3,
-             "5 layers recomputed per model chunk, but a chunk has 4 (layers / (pp*vp) = 4 / 1)");
+             "5 layers recomputed per model chunk, but the largest chunk has 4 (4 layers over pp*vp = 1 chunks)");
     (void)only_error(fx, kBase + "parallel:\n  recompute: full\n  recompute_layers: 0\n", key);
     const auto ok = fx.load(kBase + "parallel:\n  recompute: full\n  recompute_layers: 3\n");
     CHECK(ok.plans.at(0).parallel.recompute_layers == 3);
@@ -580,7 +581,7 @@ training:
   global_batch: 64
 parallel:
   tp: 2
-  pp: 3
+  pp: 5
   recompute: partial
   pipeline: 2
 cluster:
@@ -596,8 +597,8 @@ pricing:
     check_at(find(ds, "parallel.pipeline"), 10, 3, "unknown key 'pipeline'");
     check_at(find(ds, "cluster.nic_rate"), 13, 13, "unknown unit 'Gb/s' for a bandwidth");
     check_at(find(ds, "pricing.rate"), 15, 9, "expected a plain number, got '2.49 USD'");
-    check_at(find(ds, "parallel.pp"), 8, 3, "pp*vp = 3*1 = 3 does not divide the 4 layers of Tiny");
-    check_at(find(ds, "parallel.tp", "dp: auto"), 7, 3, "dp: auto needs tp*pp*cp = 2*3*1 = 6 to divide the 8 GPUs");
+    check_at(find(ds, "parallel.pp"), 8, 3, "pp*vp = 5*1 = 5 model chunks leave a chunk without a layer of the 4 of Tiny (the embedding and the loss count as one layer each when the layers do not divide evenly)");
+    check_at(find(ds, "parallel.tp", "dp: auto"), 7, 3, "dp: auto needs tp*pp*cp = 2*5*1 = 10 to divide the 8 GPUs");
     CHECK(ds.size() == 7);
 }
 

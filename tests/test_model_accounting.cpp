@@ -1,6 +1,7 @@
 // FLOPs, parameters and the activation-memory model against published closed forms.
 #include "fixtures.hpp"
 #include "trainsim/model/flops.hpp"
+#include "trainsim/model/layout.hpp"
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/workload.hpp"
 
@@ -8,6 +9,7 @@
 
 #include <limits>
 #include <map>
+#include <vector>
 #include <string>
 
 using namespace trainsim::model;
@@ -461,4 +463,73 @@ TEST_CASE("FSDP with an FP32 reduce dtype reduce-scatters 4 B per parameter", "[
     plan.parallel.sharding = Sharding::dist_opt;
     plan.parallel.main_grads_fp32 = false;
     CHECK(grad_bytes_per_param(plan) == 2.0);
+}
+
+TEST_CASE("uneven pipeline splits count the embedding and the loss as a layer each", "[memory][pipeline]") {
+    // Llama 3.1 405B, 126 layers: pp 8 -> 128 units, 16 per stage, the first and last give one up.
+    const std::vector<int> pp8{15, 16, 16, 16, 16, 16, 16, 15};
+    for (int s = 0; s < 8; ++s) CHECK(chunk_layers(126, 8, 1, s, 0) == pp8[static_cast<std::size_t>(s)]);
+    // pp 8 x vp 8 (NeMo's 405B recipe): 2 units per chunk; chunk 0 of stage 0 and the last chunk
+    // of stage 7 hold one layer.
+    int total = 0;
+    for (int s = 0; s < 8; ++s)
+        for (int c = 0; c < 8; ++c) {
+            const int n = chunk_layers(126, 8, 8, s, c);
+            total += n;
+            CHECK(n == ((s == 0 && c == 0) || (s == 7 && c == 7) ? 1 : 2));
+        }
+    CHECK(total == 126);
+    // An even split is untouched; extra units go to the earliest chunks after the first.
+    CHECK(chunk_layers(32, 4, 1, 0, 0) == 8);
+    CHECK(chunk_layers(31, 4, 1, 0, 0) == 7);  // 33 units: 8 + 1 extra for chunk 1
+    CHECK(chunk_layers(31, 4, 1, 1, 0) == 9);
+    CHECK(chunk_layers(31, 4, 1, 2, 0) == 8);
+    CHECK(chunk_layers(31, 4, 1, 3, 0) == 7);
+    // The workload and the memory model follow the split: stage 0 of 126 layers on pp 8 holds
+    // 15 layers' parameters, stage 1 16.
+    auto plan = trainsim::test::small_plan(1, 8, 1, 16, 1);
+    plan.model.layers = 126;
+    plan.model.vocab = 128;
+    const auto pc = count_params(plan.model);
+    CHECK(stage_memory(plan, 1).local_params == Approx(16 * pc.per_layer));
+    const auto g = build_workload(plan);
+    auto layer_passes = [&](int stage) {
+        int n = 0;
+        for (const auto& op : g.stages[static_cast<std::size_t>(stage)].ops)
+            if (g.protos[op.proto].name == "qkv" && op.category == Category::forward) ++n;
+        return n;
+    };
+    CHECK(layer_passes(0) == 15 * plan.grad_accum());
+    CHECK(layer_passes(1) == 16 * plan.grad_accum());
+    CHECK(layer_passes(7) == 15 * plan.grad_accum());
+}
+
+TEST_CASE("FSDP under pipelining keeps its gathered weights through the step", "[memory][sharding]") {
+    // torchtitan with PP: weights gathered once at the step's start and kept, unsharded gradients
+    // accumulated over the micro-batches and reduce-scattered once, FP32 master and Adam sharded.
+    auto plan = trainsim::test::small_plan(1, 2, 4, 16, 1);
+    plan.parallel.sharding = Sharding::fsdp;
+    plan.parallel.fsdp_reduce_fp32 = true;
+    REQUIRE(check_layout(plan).empty());
+    CHECK_FALSE(gathers_per_layer(plan.parallel));
+    const auto mem = stage_memory(plan, 0);
+    const double local = mem.local_params;
+    CHECK(mem.weights.value() == Approx(2.0 * local));
+    CHECK(mem.gradients.value() == Approx(4.0 * local));
+    CHECK(mem.optimizer.value() == Approx(12.0 * local / 4));
+    const auto g = build_workload(plan);
+    double gathered = 0, reduced = 0;
+    int per_layer_gathers = 0;
+    for (const auto& op : g.stages[0].ops) {
+        const auto& p = g.protos[op.proto];
+        if (p.name == "param_ag") gathered += p.bytes.value();
+        if (p.name == "grad_rs") reduced += p.bytes.value();
+        if (p.name == "fsdp_ag") ++per_layer_gathers;
+    }
+    CHECK(per_layer_gathers == 0);
+    CHECK(gathered == Approx(2.0 * local));
+    CHECK(reduced == Approx(4.0 * local));
+    // ZeRO-3 under pipelining stays refused (DeepSpeed does not combine them).
+    plan.parallel.sharding = Sharding::zero3;
+    CHECK_FALSE(check_layout(plan).empty());
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 namespace trainsim::model {
@@ -61,11 +62,38 @@ int derive_dp(int num_gpus, int tp, int pp, int cp) {
     return num_gpus / mp;
 }
 
+int chunk_layers(int layers, int pp, int vp, int stage, int chunk) {
+    const int n = pp * vp;
+    if (n <= 0) return 0;
+    if (layers % n == 0) return layers / n;
+    const int k = chunk * pp + stage;  // position in pipeline order
+    const int units = layers + 2;
+    const int base = units / n, extra = units % n;
+    int u = base + (k >= 1 && k <= extra ? 1 : 0);
+    if (k == 0) u -= 1;
+    if (k == n - 1) u -= 1;
+    return u;
+}
+
+int max_chunk_layers(const Plan& plan) {
+    const auto& p = plan.parallel;
+    int best = 0;
+    for (int s = 0; s < p.pp; ++s)
+        for (int c = 0; c < p.vp; ++c) best = std::max(best, chunk_layers(plan.model.layers, p.pp, p.vp, s, c));
+    return best;
+}
+
+int stage_layers(const Plan& plan, int stage) {
+    const auto& p = plan.parallel;
+    int sum = 0;
+    for (int c = 0; c < p.vp; ++c) sum += chunk_layers(plan.model.layers, p.pp, p.vp, stage, c);
+    return sum;
+}
+
 std::string recompute_label(const Plan& plan) {
     const auto& p = plan.parallel;
     if (p.pp * p.vp < 1 || !block_recompute(plan)) return std::string(to_string(p.recompute));
-    return fmt::format("full (first {} of {} layers per chunk)", full_recompute_layers(plan),
-                       plan.model.layers / (p.pp * p.vp));
+    return fmt::format("full (first {} of {} layers per chunk)", full_recompute_layers(plan), max_chunk_layers(plan));
 }
 
 std::vector<LayoutProblem> check_layout(const Plan& plan) {
@@ -88,9 +116,14 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
                                        m.kv_heads, m.name));
     if (m.ffn % p.tp != 0)
         add("parallel.tp", fmt::format("tp={} does not divide the FFN width {} of {}", p.tp, m.ffn, m.name));
-    if (m.layers % (p.pp * p.vp) != 0)
-        add("parallel.pp", fmt::format("pp*vp = {}*{} = {} does not divide the {} layers of {}", p.pp, p.vp,
-                                       p.pp * p.vp, m.layers, m.name));
+    bool empty_chunk = false;
+    for (int s = 0; s < p.pp; ++s)
+        for (int c = 0; c < p.vp; ++c) empty_chunk = empty_chunk || chunk_layers(m.layers, p.pp, p.vp, s, c) < 1;
+    if (empty_chunk)
+        add("parallel.pp", fmt::format("pp*vp = {}*{} = {} model chunks leave a chunk without a layer of the {} of {} "
+                                       "(the embedding and the loss count as one layer each when the layers do not "
+                                       "divide evenly)",
+                                       p.pp, p.vp, p.pp * p.vp, m.layers, m.name));
     const int gpus = plan.num_gpus();
     if (p.tp * p.pp * p.cp * p.dp != gpus)
         add("parallel.dp", fmt::format("tp*pp*cp*dp = {}*{}*{}*{} = {} but the cluster has {} GPUs ({} nodes x {})",
@@ -140,18 +173,17 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
             add("parallel.recompute_layers",
                 fmt::format("recompute_layers applies to recompute: full (block recompute), not '{}'",
                             to_string(p.recompute)));
-        else if (p.recompute_layers < 0 ||
-                 (m.layers % (p.pp * p.vp) == 0 && p.recompute_layers > m.layers / (p.pp * p.vp)))
+        else if (p.recompute_layers < 0 || (!empty_chunk && p.recompute_layers > max_chunk_layers(plan)))
             add("parallel.recompute_layers",
-                fmt::format("{} layers recomputed per model chunk, but a chunk has {} (layers / (pp*vp) = {} / {})",
-                            p.recompute_layers, m.layers / (p.pp * p.vp), m.layers, p.pp * p.vp));
+                fmt::format("{} layers recomputed per model chunk, but the largest chunk has {} ({} layers over "
+                            "pp*vp = {} chunks)",
+                            p.recompute_layers, max_chunk_layers(plan), m.layers, p.pp * p.vp));
     }
     if (p.cp > 1 && t.seq_len % (2 * p.cp) != 0)
         add("parallel.cp", fmt::format("seq_len {} is not a multiple of 2*cp = {} (load-balanced causal CP)",
                                        t.seq_len, 2 * p.cp));
     if (p.sequence_parallel && p.tp < 2) add("parallel.sequence_parallel", "sequence parallelism needs tp > 1");
-    if (p.pp > 1 && (p.sharding == Sharding::zero2 || p.sharding == Sharding::zero3 ||
-                     p.sharding == Sharding::fsdp || p.sharding == Sharding::hsdp))
+    if (p.pp > 1 && (p.sharding == Sharding::zero2 || p.sharding == Sharding::zero3))
         add("parallel.sharding", fmt::format("sharding '{}' shards gradients across micro-batches and cannot be "
                                              "combined with pipeline parallelism (pp={})",
                                              to_string(p.sharding), p.pp));

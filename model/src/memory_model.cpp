@@ -1,6 +1,7 @@
 #include "trainsim/model/memory_model.hpp"
 
 #include "trainsim/model/flops.hpp"
+#include "trainsim/model/layout.hpp"
 #include "trainsim/model/workload.hpp"
 
 #include <algorithm>
@@ -63,6 +64,11 @@ bool per_layer_sharding(Sharding s) { return s == Sharding::zero3 || s == Shardi
 
 } // namespace
 
+bool gathers_per_layer(const Parallel& p) {
+    return p.sharding == Sharding::zero3 ||
+           ((p.sharding == Sharding::fsdp || p.sharding == Sharding::hsdp) && p.pp == 1);
+}
+
 double optimizer_bytes_per_param(const Parallel& p) {
     if (p.optimizer_state == OptimizerState::bf16) return 6.0;
     return p.master_param_remainders ? 10.0 : 12.0;
@@ -83,7 +89,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     const auto& m = plan.model;
     const auto& p = plan.parallel;
     const auto pc = count_params(m);
-    const int layers_per_stage = m.layers / p.pp;
+    const int layers_per_stage = stage_layers(plan, stage);
     const bool first = stage == 0, last = stage == p.pp - 1;
 
     MemoryBreakdown mb;
@@ -132,6 +138,12 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     case Sharding::zero3:
     case Sharding::fsdp:
     case Sharding::hsdp:
+        if (!gathers_per_layer(p)) {  // FSDP / HSDP under pp: gathered through the step
+            mb.weights = Bytes(weights16);
+            mb.gradients = Bytes(grad_bytes_per_param(plan) * local);
+            mb.optimizer = Bytes(optimizer * local / shard);
+            break;
+        }
         // Shards plus the gathered working copies: the unit in use and what is prefetched of the next
         // (a bucket takes at least one of the unit's gathers, as the workload's prefetch does), with
         // their unsharded gradients before the reduce-scatter.
@@ -156,7 +168,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
         // primary weights the copy is the weight itself (counted above) and only the transpose
         // is extra.
         mb.fp8_buffers =
-            Bytes((p.fp8_params ? 1.0 : 2.0) * layer_local / (per_layer_sharding(p.sharding) ? shard / 2.0 : 1.0));
+            Bytes((p.fp8_params ? 1.0 : 2.0) * layer_local / (gathers_per_layer(p) ? shard / 2.0 : 1.0));
     }
 
     // Activations: the layers of every (micro-batch, chunk) forward pass held at the peak of this
@@ -164,7 +176,8 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     // layer being recomputed, plus the loss buffers of one micro-batch on the last stage.
     const auto schedule = pipeline_schedule(stage, p.pp, p.vp, plan.grad_accum());
     mb.inflight_microbatches = peak_inflight_chunks(schedule);
-    const int layers_per_chunk = m.layers / (p.pp * p.vp);
+    int layers_per_chunk = 0;  // the stage's largest chunk
+    for (int c = 0; c < p.vp; ++c) layers_per_chunk = std::max(layers_per_chunk, chunk_layers(m.layers, p.pp, p.vp, stage, c));
     const auto& t = plan.training;
     ActivationOptions opt;
     opt.flash_attention = p.attention != AttentionImpl::unfused;
@@ -181,7 +194,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     } else if (p.recompute == Recompute::full) {
         // The recomputed layers keep only their input; under block recompute the others of the
         // chunk keep everything. The layer being recomputed holds its full activations once.
-        const int recomputed = full_recompute_layers(plan);
+        const int recomputed = std::min(full_recompute_layers(plan), layers_per_chunk);
         const double whole = layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp,
                                                     Recompute::none, plan.precision, opt)
                                  .value();
@@ -203,19 +216,19 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
 int full_recompute_layers(const Plan& plan) {
     const auto& p = plan.parallel;
     if (p.recompute != Recompute::full) return 0;
-    const int per_chunk = plan.model.layers / (p.pp * p.vp);
+    const int per_chunk = max_chunk_layers(plan);
     return p.recompute_layers <= 0 ? per_chunk : std::min(p.recompute_layers, per_chunk);
 }
 
 bool block_recompute(const Plan& plan) {
     const auto& p = plan.parallel;
-    return p.recompute == Recompute::full && full_recompute_layers(plan) < plan.model.layers / (p.pp * p.vp);
+    return p.recompute == Recompute::full && full_recompute_layers(plan) < max_chunk_layers(plan);
 }
 
 int fewest_recompute_layers(const Plan& plan) {
     Plan q = plan;
     q.parallel.recompute = Recompute::full;
-    const int per_chunk = plan.model.layers / (plan.parallel.pp * plan.parallel.vp);
+    const int per_chunk = max_chunk_layers(plan);
     auto fits = [&](int n) {
         q.parallel.recompute_layers = n;
         return peak_memory(q).total() <= plan.hardware.hbm_capacity;

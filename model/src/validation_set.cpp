@@ -222,6 +222,11 @@ FrameworkProfile framework_profile(const std::string& fw) {
         // (pytorch/ao issue #574; the float8 README compiles the model).
         f.elementwise = fw.find("compile") == std::string::npos ? Elementwise::eager : Elementwise::fused;
         f.fused_in_fp8 = true;
+        // --experimental.pipeline_parallel_microbatches: "The default value will be the number of
+        // pipeline stages, if unspecified."
+        f.microbatch_per_stage = true;
+        // --experimental.pipeline_parallel_schedule defaults to "1F1B": not interleaved.
+        f.tune_blank_vp = false;
         f.why = "torchtitan (FSDP2, PyTorch SDPA): FSDP over the data-parallel ranks with prefetch and FP32 "
                 "reduce-scatter, op-level selective checkpointing (every other matmul and all but the attention "
                 "kernel recomputed), FlashAttention-2 kernels (SDPA), foreach AdamW, eager element-wise ops unless "

@@ -5,6 +5,7 @@
 #include "trainsim/model/memory_model.hpp"
 
 #include "trainsim/model/flops.hpp"
+#include "trainsim/model/layout.hpp"
 
 #include <algorithm>
 #include <array>
@@ -149,7 +150,6 @@ public:
         g_.hsdp_shard = std::min(p_.dp * p_.cp, std::max(1, plan.cluster.gpus_per_node / (p_.tp)));
         tokens_ = static_cast<std::int64_t>(plan.training.micro_batch) * plan.training.seq_len / p_.cp;
         sp_tokens_ = p_.sequence_parallel ? tokens_ / p_.tp : tokens_;
-        layers_per_chunk_ = m_.layers / (p_.pp * p_.vp);
         full_recompute_layers_ = full_recompute_layers(plan_);
         params_ = count_params(m_);
         add_proto(OpProto{});  // id 0 = "none" for optional collectives
@@ -710,7 +710,7 @@ private:
         return deps;
     }
     [[nodiscard]] bool per_layer_sharding() const {
-        return p_.sharding == Sharding::zero3 || p_.sharding == Sharding::fsdp || p_.sharding == Sharding::hsdp;
+        return gathers_per_layer(p_);
     }
     // Without P2P overlap the rank waits for its send before computing on (Megatron-LM 2021-22:
     // batch_isend_irecv, wait, torch.cuda.synchronize()).
@@ -763,7 +763,7 @@ private:
             const int vs = c * pp + stage;
             auto& u = chunk_units[static_cast<std::size_t>(c)];
             if (vs == pp * vp - 1 && has_head) u.push_back(kHeadUnit);
-            for (int l = layers_per_chunk_ - 1; l >= 0; --l) u.push_back(l);
+            for (int l = chunk_layers(m_.layers, pp, vp, stage, c) - 1; l >= 0; --l) u.push_back(l);
             if (vs == 0 && has_embed) u.push_back(kEmbedUnit);
         }
         double local_params = 0, layer_params = 0; // layer_params: the FP8 GEMMs' weights
@@ -801,7 +801,7 @@ private:
         };
 
         const bool sharded_opt = p_.sharding == Sharding::dist_opt || p_.sharding == Sharding::zero1 ||
-                                 p_.sharding == Sharding::zero2;
+                                 p_.sharding == Sharding::zero2 || (p_.sharding != Sharding::none && !per_layer_sharding());
         // Parameter all-gathers of the distributed optimizer (for this step, issued at its start).
         std::vector<std::uint32_t> bucket_gather(buckets.size(), kNone);
         if (sharded_opt && dp_group > 1) {
@@ -1072,7 +1072,6 @@ private:
     OpGraph g_;
     std::int64_t tokens_ = 0;
     std::int64_t sp_tokens_ = 0;
-    int layers_per_chunk_ = 0;
     int full_recompute_layers_ = 0;
     std::uint32_t last_reduce_ = kNone; // this stage's latest ZeRO-3 / FSDP gradient reduce-scatter
     // fsdp_fetch: module state (module_fetch() and the functions after it).

@@ -134,9 +134,9 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                         for (bool sp : sps)
                             for (int mb : mbs)
                                 for (auto sh : shardings) {
-                                    // FSDP / ZeRO-3 shard gradients across micro-batches: pp == 1 only.
-                                    if (pp > 1 && (sh == model::Sharding::fsdp || sh == model::Sharding::zero3 ||
-                                                   sh == model::Sharding::zero2 || sh == model::Sharding::hsdp))
+                                    // ZeRO-2/3 shard gradients across micro-batches: pp == 1 only (FSDP /
+                                    // HSDP under pp keep their gathered weights through the step).
+                                    if (pp > 1 && (sh == model::Sharding::zero3 || sh == model::Sharding::zero2))
                                         continue;
                                     for (auto rc : space.recomputes) {
                                         model::Plan p = node_plan;

@@ -115,7 +115,8 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     model::Plan best = choose_blank_degrees(row, choices, still_defaulted);
     if (defaulted != nullptr) *defaulted = still_defaulted;
     const model::Plan chosen = best;
-    const bool vp_blank = row.vp_cell_blank && chosen.parallel.pp > 1;
+    const bool vp_blank = row.vp_cell_blank && chosen.parallel.pp > 1 &&
+                          model::framework_profile(row.framework).tune_blank_vp;
     if (!row.micro_batch_blank && !row.recompute_blank && !vp_blank) return best;
     // A published benchmark was tuned: among the micro-batch sizes that divide the per-rank batch
     // (blank micro_batch) and the recompute policies (blank recompute, cheapest first), take the
@@ -133,18 +134,30 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
         // A framework whose default is a stronger policy starts there.
         policies.erase(policies.begin(), std::find(policies.begin(), policies.end(), chosen.parallel.recompute));
     }
-    // Blank vp with pipelining: every interleaving depth Megatron accepts (layers per stage
-    // divisible by vp), as a tuned benchmark would have picked.
+    // Blank vp with pipelining: every interleaving depth that splits the layers evenly over the
+    // chunks (or, when they do not divide, the layers with the embedding and the loss counted as
+    // one each, model::chunk_layers) and leaves no chunk empty, as a tuned benchmark would have
+    // picked.
     std::vector<int> vps{chosen.parallel.vp};
     if (vp_blank) {
         vps.clear();
-        const int per_stage = chosen.model.layers / chosen.parallel.pp;
-        for (int v = 1; v <= per_stage; ++v)
-            if (per_stage % v == 0) vps.push_back(v);
+        const int L = chosen.model.layers, pp = chosen.parallel.pp;
+        for (int v = 1; v <= L / pp; ++v) {
+            if (L % (pp * v) != 0 && (L + 2) % (pp * v) != 0) continue;
+            bool empty = false;
+            for (int s = 0; s < pp; ++s)
+                for (int c = 0; c < v; ++c) empty = empty || model::chunk_layers(L, pp, v, s, c) < 1;
+            if (!empty) vps.push_back(v);
+        }
+        if (vps.empty()) vps.push_back(1);
     }
+    // A framework that splits the batch into one micro-batch per pipeline stage by default.
+    const bool per_stage_mb = row.micro_batch_blank && chosen.parallel.pp > 1 &&
+                              model::framework_profile(row.framework).microbatch_per_stage;
     double best_tps = -1;
     for (auto rc : policies) {
         for (int m : mbs) for (int v : vps) {
+                if (per_stage_mb && m * chosen.parallel.pp * v != per_rank) continue;
                 model::Plan p = chosen;
                 p.training.micro_batch = m;
                 p.parallel.recompute = rc;
@@ -162,7 +175,11 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
         }
         if (best_tps > 0) break; // the cheapest policy that fits wins; stronger ones only cost time
     }
-    if (row.micro_batch_blank)
+    if (per_stage_mb)
+        choices.push_back(fmt::format("micro_batch={} (blank: one micro-batch per pipeline stage, the framework's "
+                                      "default{})",
+                                      best.training.micro_batch, best_tps < 0 ? "; none fits, kept 1" : ""));
+    else if (row.micro_batch_blank)
         choices.push_back(
             fmt::format("micro_batch={} (blank: the best-throughput size that fits, as the benchmark was "
                         "tuned{})",

@@ -15,10 +15,23 @@ struct LayoutProblem {
 };
 
 // Every rule the plan breaks (empty when it is valid): heads % tp, kv_heads % tp, ffn % tp,
-// layers % (pp*vp), gpus == tp*pp*cp*dp, global_batch % (micro_batch*dp), seq_len % (2*cp) for
-// load-balanced causal CP, micro-batches % pp for interleaving, precision supported by the GPU,
-// sequence parallelism only with tp > 1, pp > 1 with ZeRO-2/3/FSDP refused (as in Megatron/DeepSpeed).
+// a layer in every model chunk, gpus == tp*pp*cp*dp, global_batch % (micro_batch*dp), seq_len %
+// (2*cp) for load-balanced causal CP, micro-batches % pp for interleaving, precision supported by
+// the GPU, sequence parallelism only with tp > 1, pp > 1 with ZeRO-2/3 refused (as in
+// Megatron/DeepSpeed; FSDP / HSDP under pp keep their gathered weights through the step).
 [[nodiscard]] std::vector<LayoutProblem> check_layout(const Plan& plan);
+
+// Transformer layers of model chunk `chunk` (0..vp-1) on pipeline stage `stage`. When pp*vp
+// divides the layers, every chunk holds layers / (pp*vp). Otherwise the embedding and the loss
+// count as one layer each (Megatron-Core account_for_embedding_in_pipeline_split /
+// account_for_loss_in_pipeline_split): layers + 2 units are spread evenly over the chunks in
+// pipeline order (extra units to the earliest after the first), and the first and last chunks
+// give one up. Llama 3.1 405B (126 layers) on pp 8: 15, 16 x 6, 15; on pp 8 x vp 8: 1, 2 x 62, 1.
+// May be 0 or less when there are too few layers (check_layout reports it).
+[[nodiscard]] int chunk_layers(int layers, int pp, int vp, int stage, int chunk);
+// The largest chunk of the plan, and the layers on one stage.
+[[nodiscard]] int max_chunk_layers(const Plan& plan);
+[[nodiscard]] int stage_layers(const Plan& plan, int stage);
 
 // Distance between consecutive members of each parallel dimension in the global rank order
 // (rank = tp_i*tp + cp_i*cp + dp_i*dp + stage*pp, with these strides); node = rank / gpus_per_node.

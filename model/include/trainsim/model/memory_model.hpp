@@ -46,6 +46,14 @@ struct MemoryBreakdown {
 // 4 for Megatron's FP32 main gradients (no sharding or the distributed optimizer, bf16 / fp8,
 // parallel.main_grads_fp32), else 2 (FP16 training, ZeRO, FSDP, 16-bit gradient sync).
 [[nodiscard]] double grad_bytes_per_param(const Plan& plan);
+
+// Whether the weights are gathered layer by layer for each use and released after it (ZeRO-3,
+// FSDP, HSDP). Under pipeline parallelism FSDP and HSDP keep a stage's gathered weights and
+// unsharded gradients through the step instead (torchtitan: reshard_after_forward off with PP;
+// the pipeline schedule syncs gradients only in the last micro-batch's backward): the weights
+// are gathered once at the step's start and the gradients reduce-scattered once, as the
+// distributed optimizer does.
+[[nodiscard]] bool gathers_per_layer(const Parallel& p);
 // Bytes per parameter of the Adam state (before sharding): FP32 master 4 + moments 8 = 12, or 10
 // with 16-bit master remainders; BF16 state (parallel.optimizer_state) 2 + 2 + 2 = 6.
 [[nodiscard]] double optimizer_bytes_per_param(const Parallel& p);

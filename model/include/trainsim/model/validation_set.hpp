@@ -69,6 +69,12 @@ struct FrameworkProfile {
     bool overlap_p2p = true;
     bool fused_optimizer = true;
     bool fp8_params = false; // FP8 primary weights, for rows in FP8 precision
+    // A blank micro-batch under pipelining: the rank's batch split into one micro-batch per
+    // pipeline stage (pp x vp), the framework's default, rather than the best-throughput size.
+    bool microbatch_per_stage = false;
+    // A blank vp under pipelining: tuned to the best interleaving that fits (Megatron / NeMo
+    // benchmarks), or false: the framework's default schedule, not interleaved.
+    bool tune_blank_vp = true;
     std::string why;  // the documentation of these choices
     bool known = true; // false: not a family below; the Megatron-Core defaults stand in
 };

@@ -34,7 +34,7 @@ enum class DaysBasis { steady, expected };
 //   cp: powers of two; dp = gpus / (tp pp cp);
 //   micro_batch: divisors of global_batch / dp up to max_micro_batch;
 //   sequence parallelism on whenever tp > 1 (both on and off with try_without_sp);
-//   every sharding in `shardings` (FSDP only with pp = 1) and every recompute policy.
+//   every sharding in `shardings` (ZeRO-2/3 only with pp = 1) and every recompute policy.
 struct SearchSpace {
     std::vector<int> gpu_counts;  // empty: the base plan's GPU count
     int max_micro_batch = 8;
