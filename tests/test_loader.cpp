@@ -350,7 +350,9 @@ TEST_CASE("a model chunk without a layer", "[loader]") {
     auto ds = fx.errors(kBase + "parallel:\n  pp: 2\n  vp: 4\n");
     REQUIRE(ds.size() == 1);
     CHECK(ds[0].key == "parallel.pp");
-    check_at(ds[0], 9, 3, "pp*vp = 2*4 = 8 model chunks leave a chunk without a layer of the 4 of Tiny (the embedding and the loss count as one layer each when the layers do not divide evenly)");
+    check_at(ds[0], 9, 3,
+             "pp*vp = 2*4 = 8 model chunks leave a chunk without a layer of the 4 of Tiny (the embedding and the loss "
+             "count as one layer each when the layers do not divide evenly)");
 }
 
 namespace {
@@ -597,7 +599,9 @@ pricing:
     check_at(find(ds, "parallel.pipeline"), 10, 3, "unknown key 'pipeline'");
     check_at(find(ds, "cluster.nic_rate"), 13, 13, "unknown unit 'Gb/s' for a bandwidth");
     check_at(find(ds, "pricing.rate"), 15, 9, "expected a plain number, got '2.49 USD'");
-    check_at(find(ds, "parallel.pp"), 8, 3, "pp*vp = 5*1 = 5 model chunks leave a chunk without a layer of the 4 of Tiny (the embedding and the loss count as one layer each when the layers do not divide evenly)");
+    check_at(find(ds, "parallel.pp"), 8, 3,
+             "pp*vp = 5*1 = 5 model chunks leave a chunk without a layer of the 4 of Tiny (the embedding and the loss "
+             "count as one layer each when the layers do not divide evenly)");
     check_at(find(ds, "parallel.tp", "dp: auto"), 7, 3, "dp: auto needs tp*pp*cp = 2*5*1 = 10 to divide the 8 GPUs");
     CHECK(ds.size() == 7);
 }

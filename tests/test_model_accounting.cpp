@@ -9,8 +9,8 @@
 
 #include <limits>
 #include <map>
-#include <vector>
 #include <string>
+#include <vector>
 
 using namespace trainsim::model;
 
@@ -390,9 +390,9 @@ TEST_CASE("op-level selective checkpointing keeps the attention output and every
     plan.parallel.recompute = Recompute::none;
     const double none = stage_memory(plan, 0).activations.value();
     const auto t = plan.training;
-    const double per_sel = layer_activation_bytes(plan.model, t.seq_len, 1, 1, false, 1, Recompute::selective,
-                                                  Precision::bf16, opt)
-                               .value();
+    const double per_sel =
+        layer_activation_bytes(plan.model, t.seq_len, 1, 1, false, 1, Recompute::selective, Precision::bf16, opt)
+            .value();
     const double per_none =
         layer_activation_bytes(plan.model, t.seq_len, 1, 1, false, 1, Recompute::none, Precision::bf16, opt).value();
     CHECK(none - sel == Approx(4 * (per_none - per_sel) - per_none));
@@ -415,8 +415,8 @@ TEST_CASE("op-level selective checkpointing replays every op but the attention, 
     const double T = 2048, h = 2048, d = 128, g_heads = 4, f = 5632;
     const int replays = 4 * 2;
     CHECK(gemm_flops == Approx(replays * 2 * T * h * (g_heads * d + h + f))); // wk, wo, w3
-    for (const char* n : {"ln1", "rope", "residual_ln2", "swiglu", "residual", "recompute_wk", "attn_out",
-                          "recompute_w3"})
+    for (const char* n :
+         {"ln1", "rope", "residual_ln2", "swiglu", "residual", "recompute_wk", "attn_out", "recompute_w3"})
         CHECK(names[n] == replays);
     CHECK(names.count("attn_fwd") == 0);
     CHECK(names.count("qkv") == 0);
@@ -481,7 +481,7 @@ TEST_CASE("uneven pipeline splits count the embedding and the loss as a layer ea
     CHECK(total == 126);
     // An even split is untouched; extra units go to the earliest chunks after the first.
     CHECK(chunk_layers(32, 4, 1, 0, 0) == 8);
-    CHECK(chunk_layers(31, 4, 1, 0, 0) == 7);  // 33 units: 8 + 1 extra for chunk 1
+    CHECK(chunk_layers(31, 4, 1, 0, 0) == 7); // 33 units: 8 + 1 extra for chunk 1
     CHECK(chunk_layers(31, 4, 1, 1, 0) == 9);
     CHECK(chunk_layers(31, 4, 1, 2, 0) == 8);
     CHECK(chunk_layers(31, 4, 1, 3, 0) == 7);

@@ -168,7 +168,7 @@ TEST_CASE("torchtitan rows run their element-wise ops compiled in FP8 (torchao f
     const auto [header, row40] = dev_row("40"); // Llama-2 7B on 8 H100, FP8
     REQUIRE(!row40.empty());
     const auto tt = with_cell(with_cell(row40, 25, "torchtitan"), 20, ""); // 25: framework, 20: sharding
-    const auto rows = load_lines(header, {tt, with_cell(tt, 24, "bf16")});  // 24: precision
+    const auto rows = load_lines(header, {tt, with_cell(tt, 24, "bf16")}); // 24: precision
     REQUIRE(rows.size() == 2);
     for (const auto& r : rows) {
         CHECK(r.plan.parallel.sharding == trainsim::model::Sharding::fsdp);

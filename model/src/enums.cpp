@@ -92,7 +92,8 @@ std::string to_string(AttentionImpl v) {
     case AttentionImpl::flash: return "flash";
     case AttentionImpl::triton: return "triton";
     case AttentionImpl::unfused: return "unfused";
-    case AttentionImpl::flash2: return "flash2";
+    case AttentionImpl::flash2:
+        return "flash2";
     }
     return "?";
 }

@@ -66,7 +66,7 @@ int chunk_layers(int layers, int pp, int vp, int stage, int chunk) {
     const int n = pp * vp;
     if (n <= 0) return 0;
     if (layers % n == 0) return layers / n;
-    const int k = chunk * pp + stage;  // position in pipeline order
+    const int k = chunk * pp + stage; // position in pipeline order
     const int units = layers + 2;
     const int base = units / n, extra = units % n;
     int u = base + (k >= 1 && k <= extra ? 1 : 0);

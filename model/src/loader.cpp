@@ -262,9 +262,9 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
                     [](B& b) -> bool& { return b.plan.parallel.master_param_remainders; }),
         enum_key<B, RankOrder>("parallel.order", [](B& b) -> RankOrder& { return b.plan.parallel.order; }),
         enum_key<B, FsdpFetch>("parallel.fsdp_fetch", [](B& b) -> FsdpFetch& { return b.plan.parallel.fsdp_fetch; }),
-        enum_key<B, SelectiveRecompute>("parallel.selective_recompute", [](B& b) -> SelectiveRecompute& {
-            return b.plan.parallel.selective_recompute;
-        }),
+        enum_key<B, SelectiveRecompute>(
+            "parallel.selective_recompute",
+            [](B& b) -> SelectiveRecompute& { return b.plan.parallel.selective_recompute; }),
         enum_key<B, OptimizerState>("parallel.optimizer_state",
                                     [](B& b) -> OptimizerState& { return b.plan.parallel.optimizer_state; }),
         int_key<B>("parallel.fsdp_gathers_per_layer", 1,

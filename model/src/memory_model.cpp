@@ -20,11 +20,11 @@ Bytes layer_activation_bytes(const ModelArch& m, int seq_len, int micro_batch, i
         // torchtitan's op-level policy saves the outputs of the attention kernel and of every
         // other matmul of the layer, counted in call order (wq, wk, wv, wo, w1, w3, w2: wq, wv,
         // w1, w2 are saved; fc1 of a 2-matrix MLP), and rebuilds the rest from the layer input.
-        double saved = 2.0 * T * h * rep;                  // layer input
-        saved += 2.0 * T * (a + g) * d / t;                // wq and wv outputs
-        saved += 2.0 * T * f / t;                          // w1 (fc1) output
-        if (gated) saved += 2.0 * T * h;                   // w2 output, before the TP reduction
-        saved += 2.0 * T * a * d / t + 4.0 * T * a / t;    // attention output and its log-sum-exp
+        double saved = 2.0 * T * h * rep;               // layer input
+        saved += 2.0 * T * (a + g) * d / t;             // wq and wv outputs
+        saved += 2.0 * T * f / t;                       // w1 (fc1) output
+        if (gated) saved += 2.0 * T * h;                // w2 output, before the TP reduction
+        saved += 2.0 * T * a * d / t + 4.0 * T * a / t; // attention output and its log-sum-exp
         return Bytes(saved);
     }
 
@@ -138,7 +138,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     case Sharding::zero3:
     case Sharding::fsdp:
     case Sharding::hsdp:
-        if (!gathers_per_layer(p)) {  // FSDP / HSDP under pp: gathered through the step
+        if (!gathers_per_layer(p)) { // FSDP / HSDP under pp: gathered through the step
             mb.weights = Bytes(weights16);
             mb.gradients = Bytes(grad_bytes_per_param(plan) * local);
             mb.optimizer = Bytes(optimizer * local / shard);
@@ -167,8 +167,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
         // TE keeps an FP8 copy of every GEMM weight and its transpose (1 B each); with FP8
         // primary weights the copy is the weight itself (counted above) and only the transpose
         // is extra.
-        mb.fp8_buffers =
-            Bytes((p.fp8_params ? 1.0 : 2.0) * layer_local / (gathers_per_layer(p) ? shard / 2.0 : 1.0));
+        mb.fp8_buffers = Bytes((p.fp8_params ? 1.0 : 2.0) * layer_local / (gathers_per_layer(p) ? shard / 2.0 : 1.0));
     }
 
     // Activations: the layers of every (micro-batch, chunk) forward pass held at the peak of this
@@ -176,8 +175,9 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     // layer being recomputed, plus the loss buffers of one micro-batch on the last stage.
     const auto schedule = pipeline_schedule(stage, p.pp, p.vp, plan.grad_accum());
     mb.inflight_microbatches = peak_inflight_chunks(schedule);
-    int layers_per_chunk = 0;  // the stage's largest chunk
-    for (int c = 0; c < p.vp; ++c) layers_per_chunk = std::max(layers_per_chunk, chunk_layers(m.layers, p.pp, p.vp, stage, c));
+    int layers_per_chunk = 0; // the stage's largest chunk
+    for (int c = 0; c < p.vp; ++c)
+        layers_per_chunk = std::max(layers_per_chunk, chunk_layers(m.layers, p.pp, p.vp, stage, c));
     const auto& t = plan.training;
     ActivationOptions opt;
     opt.flash_attention = p.attention != AttentionImpl::unfused;

@@ -198,13 +198,13 @@ FrameworkProfile framework_profile(const std::string& fw) {
     } else if (in_family(fw, "torchtitan")) {
         // torchtitan (PyTorch-native: FSDP2 + DTensor TP, torch.distributed.pipelining), its
         // late-2024 defaults (torchtitan/config_manager.py, train_configs/llama3_*.toml):
-        f.sharding = Sharding::fsdp;  // data_parallel_shard_degree -1: FSDP2 over the leftover ranks
+        f.sharding = Sharding::fsdp; // data_parallel_shard_degree -1: FSDP2 over the leftover ranks
         f.recompute = Recompute::selective;
         // [activation_checkpoint] mode "selective", selective_ac_option "op": the op-level policy
         // that saves the attention kernel's output and every other matmul's
         // (parallelize_llama.py _custom_policy).
         f.selective_recompute = SelectiveRecompute::alternate_matmuls;
-        f.sequence_parallel = true;  // the TP plan shards the norms' sequence (SequenceParallel)
+        f.sequence_parallel = true; // the TP plan shards the norms' sequence (SequenceParallel)
         // F.scaled_dot_product_attention: on Hopper PyTorch runs its FlashAttention-2 backend; the
         // cuDNN backend is opt-in from 2.5.1 (pytorch/pytorch #138522) until cuDNN 9.15
         // (issue #142132: SDPA 329 vs cuDNN 631 TFLOP/s on H100, nightly 2024-12-04).
@@ -227,10 +227,11 @@ FrameworkProfile framework_profile(const std::string& fw) {
         f.microbatch_per_stage = true;
         // --experimental.pipeline_parallel_schedule defaults to "1F1B": not interleaved.
         f.tune_blank_vp = false;
-        f.why = "torchtitan (FSDP2, PyTorch SDPA): FSDP over the data-parallel ranks with prefetch and FP32 "
-                "reduce-scatter, op-level selective checkpointing (every other matmul and all but the attention "
-                "kernel recomputed), FlashAttention-2 kernels (SDPA), foreach AdamW, eager element-wise ops unless "
-                "compiled (named '...compile...', or FP8 with torchao float8)";
+        f.why =
+            "torchtitan (FSDP2, PyTorch SDPA): FSDP over the data-parallel ranks with prefetch and FP32 "
+            "reduce-scatter, op-level selective checkpointing (every other matmul and all but the attention "
+            "kernel recomputed), FlashAttention-2 kernels (SDPA), foreach AdamW, eager element-wise ops unless "
+            "compiled (named '...compile...', or FP8 with torchao float8)";
     } else if (in_family(fw, "nemo")) {
         // NeMo performance recipes on H100: distributed optimizer with overlapped grad reduce and
         // param gather, TP communication overlap (Transformer Engine userbuffers) for tp > 1.

@@ -104,9 +104,15 @@ ElementwiseBytes eager_bytes(FfnType ffn) {
     b.norm_bwd = 70.0 + 6.0;
     b.rope = 20.0;
     switch (ffn) {
-    case FfnType::swiglu: b.act_fwd = 10.0, b.act_bwd = 18.0; break;
-    case FfnType::gelu: b.act_fwd = 4.0, b.act_bwd = 6.0; break;
-    case FfnType::relu2: b.act_fwd = 8.0, b.act_bwd = 12.0; break;
+        case FfnType::swiglu:
+            b.act_fwd = 10.0, b.act_bwd = 18.0;
+            break;
+        case FfnType::gelu:
+            b.act_fwd = 4.0, b.act_bwd = 6.0;
+            break;
+        case FfnType::relu2:
+            b.act_fwd = 8.0, b.act_bwd = 12.0;
+            break;
     }
     return b;
 }
@@ -321,13 +327,14 @@ private:
         }
         L.out = gemm("attn_out", T, h, attn_n, gp);
         if (alternate_matmuls()) {
-            L.recompute_wk = gemm("recompute_wk", T, static_cast<std::int64_t>(m_.kv_heads) * m_.head_dim / p_.tp, h, gp);
+            L.recompute_wk =
+                gemm("recompute_wk", T, static_cast<std::int64_t>(m_.kv_heads) * m_.head_dim / p_.tp, h, gp);
             L.recompute_w3 = gated ? gemm("recompute_w3", T, f, h, gp) : 0;
         }
         // With dropout, the bias-dropout-add fusion also writes a 1-byte mask (read again in backward).
         const double mask = p_.dropout ? 1.0 : 0.0;
-        L.res_ln2 = memory("residual_ln2",
-                           Ts * hd * (3.0 * kActBytes + (eager ? eb.norm_fwd : kActBytes + norm_out) + mask));
+        L.res_ln2 =
+            memory("residual_ln2", Ts * hd * (3.0 * kActBytes + (eager ? eb.norm_fwd : kActBytes + norm_out) + mask));
         L.fc1 = gemm("fc1", T, fc1_n, h, gp);
         L.act = memory(gated ? "swiglu" : (m_.ffn_type == FfnType::gelu ? "gelu" : "relu2"),
                        Td * fd * (eager ? eb.act_fwd : (gated ? 2.0 : 1.0) * kActBytes + norm_out));
@@ -709,9 +716,7 @@ private:
         if (p_.fsdp_gather_sync && last_reduce_ != kNone) deps.push_back(last_reduce_);
         return deps;
     }
-    [[nodiscard]] bool per_layer_sharding() const {
-        return gathers_per_layer(p_);
-    }
+    [[nodiscard]] bool per_layer_sharding() const { return gathers_per_layer(p_); }
     // Without P2P overlap the rank waits for its send before computing on (Megatron-LM 2021-22:
     // batch_isend_irecv, wait, torch.cuda.synchronize()).
     void blocking_p2p(StageState& st) {
@@ -801,7 +806,8 @@ private:
         };
 
         const bool sharded_opt = p_.sharding == Sharding::dist_opt || p_.sharding == Sharding::zero1 ||
-                                 p_.sharding == Sharding::zero2 || (p_.sharding != Sharding::none && !per_layer_sharding());
+                                 p_.sharding == Sharding::zero2 ||
+                                 (p_.sharding != Sharding::none && !per_layer_sharding());
         // Parameter all-gathers of the distributed optimizer (for this step, issued at its start).
         std::vector<std::uint32_t> bucket_gather(buckets.size(), kNone);
         if (sharded_opt && dp_group > 1) {

@@ -115,8 +115,8 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     model::Plan best = choose_blank_degrees(row, choices, still_defaulted);
     if (defaulted != nullptr) *defaulted = still_defaulted;
     const model::Plan chosen = best;
-    const bool vp_blank = row.vp_cell_blank && chosen.parallel.pp > 1 &&
-                          model::framework_profile(row.framework).tune_blank_vp;
+    const bool vp_blank =
+        row.vp_cell_blank && chosen.parallel.pp > 1 && model::framework_profile(row.framework).tune_blank_vp;
     if (!row.micro_batch_blank && !row.recompute_blank && !vp_blank) return best;
     // A published benchmark was tuned: among the micro-batch sizes that divide the per-rank batch
     // (blank micro_batch) and the recompute policies (blank recompute, cheapest first), take the
@@ -152,8 +152,8 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
         if (vps.empty()) vps.push_back(1);
     }
     // A framework that splits the batch into one micro-batch per pipeline stage by default.
-    const bool per_stage_mb = row.micro_batch_blank && chosen.parallel.pp > 1 &&
-                              model::framework_profile(row.framework).microbatch_per_stage;
+    const bool per_stage_mb =
+        row.micro_batch_blank && chosen.parallel.pp > 1 && model::framework_profile(row.framework).microbatch_per_stage;
     double best_tps = -1;
     for (auto rc : policies) {
         for (int m : mbs) for (int v : vps) {
@@ -176,9 +176,10 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
         if (best_tps > 0) break; // the cheapest policy that fits wins; stronger ones only cost time
     }
     if (per_stage_mb)
-        choices.push_back(fmt::format("micro_batch={} (blank: one micro-batch per pipeline stage, the framework's "
-                                      "default{})",
-                                      best.training.micro_batch, best_tps < 0 ? "; none fits, kept 1" : ""));
+        choices.push_back(
+            fmt::format("micro_batch={} (blank: one micro-batch per pipeline stage, the framework's "
+                        "default{})",
+                        best.training.micro_batch, best_tps < 0 ? "; none fits, kept 1" : ""));
     else if (row.micro_batch_blank)
         choices.push_back(
             fmt::format("micro_batch={} (blank: the best-throughput size that fits, as the benchmark was "
