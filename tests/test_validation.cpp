@@ -29,6 +29,9 @@ constexpr double kMaxWorstRow = 28.5; // reached 27.3 (row 27)
 // measurements of a stack the dev set does not hold, none used to set a constant.
 constexpr double kMaxHeldOutMape = 9.0;   // reached 8.3
 constexpr double kMaxHeldOutWorst = 22.5; // reached 21.3 (CP 8 at 262k tokens)
+// Held out and not worked on: NeMo's H100 tables outside the dev set (tests/data/published-nemo-h100.csv).
+constexpr double kMaxNemoHeldOutMape = 12.5;  // reached 11.8
+constexpr double kMaxNemoHeldOutWorst = 27.0; // reached 25.6 (LLAMA2-7B at 64k tokens, CP 2)
 
 fs::path dev_set() {
     if (const char* env = std::getenv("TRAINSIM_VALIDATION_CSV"); env != nullptr && *env != '\0') return env;
@@ -99,19 +102,31 @@ TEST_CASE("the published dev set: every step row simulated, MAPE ratchet", "[val
     CHECK(rep.overall.max <= kMaxWorstRow);
 }
 
-TEST_CASE("held-out torchtitan measurements: every row simulated, MAPE ratchet", "[validate][accuracy]") {
-    const auto file = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data" / "published-torchtitan.csv";
+namespace {
+// Every row of a held-out file simulated and fitting, and its error under the ratchet.
+void check_held_out(const std::string& name, std::size_t n, double max_mape, double max_worst) {
+    const auto file = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data" / name;
     REQUIRE(fs::exists(file));
     const auto rows = trainsim::model::load_validation_csv(file, TRAINSIM_TEST_DATA_DIR);
-    REQUIRE(rows.size() == 22);
+    REQUIRE(rows.size() == n);
     const auto rep = trainsim::sim::validate_rows(rows, "", 2);
     for (const auto& r : rep.rows) {
         CAPTURE(r.id, r.reason);
         CHECK(r.status == "ok");
     }
-    CHECK(rep.overall.n == 22);
-    CHECK(rep.overall.mape <= kMaxHeldOutMape);
-    CHECK(rep.overall.max <= kMaxHeldOutWorst);
+    CHECK(rep.overall.n == static_cast<int>(n));
+    CHECK(rep.overall.mape <= max_mape);
+    CHECK(rep.overall.max <= max_worst);
+}
+} // namespace
+
+TEST_CASE("held-out torchtitan measurements: every row simulated, MAPE ratchet", "[validate][accuracy]") {
+    check_held_out("published-torchtitan.csv", 22, kMaxHeldOutMape, kMaxHeldOutWorst);
+}
+
+TEST_CASE("held-out NeMo / Megatron-Bridge H100 measurements: every row simulated, MAPE ratchet",
+          "[validate][accuracy]") {
+    check_held_out("published-nemo-h100.csv", 16, kMaxNemoHeldOutMape, kMaxNemoHeldOutWorst);
 }
 
 TEST_CASE("framework profiles follow the release named in the framework column", "[validate]") {
