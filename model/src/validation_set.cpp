@@ -493,8 +493,10 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             if (it == profiles.end()) it = profiles.emplace(r.gpu, resolve_profile(r.gpu, file.parent_path(), data_dir)).first;
             p.hardware = it->second;
         } catch (const InputError& e) {
-            r.skip_reason = fmt::format("unknown GPU profile '{}': {}", r.gpu, e.diagnostics().empty() ? std::string(e.what())
-                                                                                                      : e.diagnostics().front().message);
+            // The profile's own problem, with its file, line and key (a broken profile is not an
+            // unknown one).
+            r.skip_reason = fmt::format("GPU profile '{}' cannot be used: {}", r.gpu,
+                                        e.diagnostics().empty() ? std::string(e.what()) : e.diagnostics().front().format());
             rows.push_back(std::move(r));
             continue;
         }
