@@ -176,6 +176,15 @@ TEST_CASE("framework profiles follow the release named in the framework column",
     CHECK(tt.elementwise == trainsim::model::Elementwise::eager);
     CHECK(framework_profile("torchtitan-compile").elementwise == trainsim::model::Elementwise::fused);
     CHECK_FALSE(framework_profile("torchtitanic").known);
+    for (const auto& family : trainsim::model::framework_families()) {
+        CAPTURE(family);
+        CHECK(framework_profile(family).known);
+        CHECK(framework_profile(family + "-2024.1").known);
+    }
+    // Spelling: case-blind, '_' and ' ' as '-'.
+    CHECK(framework_profile("TorchTitan").attention == trainsim::model::AttentionImpl::flash2);
+    CHECK_FALSE(framework_profile("NeMo 24.07").main_grads_fp32);
+    CHECK(framework_profile("LLM_Foundry").sharding == trainsim::model::Sharding::fsdp);
 }
 
 TEST_CASE("torchtitan rows run their element-wise ops compiled in FP8 (torchao float8), eager otherwise",

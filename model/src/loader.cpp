@@ -17,6 +17,7 @@
 #include "input_support.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -815,9 +816,9 @@ private:
         if (!known_framework(name)) {
             report(
                 ctx_.out, w->value_site,
-                fmt::format("{}unknown framework '{}' (one of megatron-lm-2021, megatron-lm-2022, megatron-core, nemo, "
-                            "deepspeed, llm-foundry, optionally followed by -<release>, e.g. nemo-24.07)",
-                            in_plan(), name));
+                fmt::format("{}unknown framework '{}' (one of {}, optionally followed by -<release>, e.g. "
+                            "nemo-24.07)",
+                            in_plan(), name, fmt::join(framework_families(), ", ")));
             bad_.insert("parallel.framework");
             return;
         }

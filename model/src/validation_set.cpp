@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <functional>
@@ -54,6 +55,12 @@ bool known_framework(const std::string& fw) {
     return framework_profile(fw).known;
 }
 
+const std::vector<std::string>& framework_families() {
+    static const std::vector<std::string> families{"megatron-lm-2021", "megatron-lm-2022", "megatron-core", "nemo",
+                                                   "deepspeed",        "llm-foundry",      "torchtitan"};
+    return families;
+}
+
 void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
                              const std::function<bool(std::string_view key)>& written) {
     auto& par = plan.parallel;
@@ -91,9 +98,15 @@ void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
     set("parallel.fp8_params", par.fp8_params, fw.fp8_params && plan.precision == Precision::fp8 && carries);
 }
 
-FrameworkProfile framework_profile(const std::string& fw) {
+FrameworkProfile framework_profile(const std::string& written) {
     FrameworkProfile f;
-    f.name = fw;
+    f.name = written;
+    // Names are matched case-blind, with '_' and ' ' read as '-' ("NeMo 24.07", "llm_foundry").
+    std::string fw = written;
+    for (char& c : fw) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (c == '_' || c == ' ') c = '-';
+    }
     if (in_family(fw, "megatron-lm-2021")) {
         // Narayanan et al. SC'21: PTD-P without a distributed optimizer; the data-parallel
         // all-reduce ran after the backward pass (Megatron-LM 2021 DDP, no overlap).

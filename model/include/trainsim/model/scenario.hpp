@@ -84,9 +84,8 @@ struct Parallel {
     int recompute_layers = 0;
     SelectiveRecompute selective_recompute = SelectiveRecompute::attention;
     // The framework whose behaviours fill every property below the scenario does not write
-    // (model::framework_profile: megatron-lm-2021, megatron-lm-2022, megatron-core, nemo,
-    // deepspeed, llm-foundry, each optionally "-<release>"). Empty: the properties' own defaults,
-    // a well-tuned Megatron-Core stack.
+    // (model::framework_profile; the families are model::framework_families(), each optionally
+    // "-<release>"). Empty: the properties' own defaults, a well-tuned Megatron-Core stack.
     std::string framework;
     bool overlap_grad_reduce = true;   // DP grad reduce in buckets during backward
     bool overlap_param_gather = true;  // dist-opt / ZeRO param all-gather overlapped with forward

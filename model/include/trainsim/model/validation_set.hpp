@@ -79,9 +79,11 @@ struct FrameworkProfile {
     bool known = true; // false: not a family below; the Megatron-Core defaults stand in
 };
 [[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);
-// Whether `framework` names a family framework_profile() knows (megatron-lm-2021, megatron-lm-2022,
-// megatron-core, nemo, deepspeed, llm-foundry), bare or with "-<release>".
+// Whether `framework` names a family framework_profile() knows, bare or with "-<release>"
+// (case-blind, '_' and ' ' read as '-').
 [[nodiscard]] bool known_framework(const std::string& framework);
+// The families framework_profile() knows, for messages and documentation.
+[[nodiscard]] const std::vector<std::string>& framework_families();
 // Sets the plan properties the profile governs (layout defaults: sharding, recompute, sequence
 // parallelism; and the framework behaviours) except those `written` says were given. Properties
 // that depend on the layout follow the plan: sequence parallelism and TP overlap need tp > 1, FP8
