@@ -187,6 +187,17 @@ TEST_CASE("framework profiles follow the release named in the framework column",
     CHECK(framework_profile("LLM_Foundry").sharding == trainsim::model::Sharding::fsdp);
 }
 
+TEST_CASE("GPU ids and framework names are read case-blind", "[validate]") {
+    const auto [header, row40] = dev_row("40"); // Llama-2 7B on 8 H100, NeMo 24.07
+    REQUIRE(!row40.empty());
+    const auto rows = load_lines(header, {with_cell(with_cell(row40, 12, "H100_SXM"), 25, "NeMo 24.07")}); // 12: gpu
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].skip_reason.empty());
+    CHECK(rows[0].plan.hardware.id == "h100-sxm");
+    CHECK(rows[0].plan.parallel.tp_comm_overlap == false); // tp = 1: nothing to overlap
+    CHECK_FALSE(rows[0].plan.parallel.main_grads_fp32);    // NeMo 1.x gradient sync in BF16
+}
+
 TEST_CASE("torchtitan rows run their element-wise ops compiled in FP8 (torchao float8), eager otherwise",
           "[validate]") {
     const auto [header, row40] = dev_row("40"); // Llama-2 7B on 8 H100, FP8

@@ -379,6 +379,15 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         r.source_group = cell("source_group");
         r.source = cell("source");
         r.gpu = cell("gpu");
+        // A profile id (not a path) is matched case-blind with '_' as '-': "H100-SXM", "h100_sxm".
+        if (r.gpu.find('/') == std::string::npos && !r.gpu.ends_with(".yaml")) {
+            const std::string written = r.gpu;
+            for (char& c : r.gpu) {
+                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+                if (c == '_') c = '-';
+            }
+            if (r.gpu != written) r.choices.push_back(fmt::format("gpu={} (written '{}')", r.gpu, written));
+        }
         r.framework = cell("framework");
         r.kind = cell("kind");
         if (r.kind.empty()) {
