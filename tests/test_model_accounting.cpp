@@ -485,6 +485,13 @@ TEST_CASE("uneven pipeline splits count the embedding and the loss as a layer ea
     CHECK(chunk_layers(31, 4, 1, 1, 0) == 9);
     CHECK(chunk_layers(31, 4, 1, 2, 0) == 8);
     CHECK(chunk_layers(31, 4, 1, 3, 0) == 7);
+    // Depths and interleavings worth trying: 126 layers take pp 8 and 16 (powers of two, uneven)
+    // besides their divisors; on pp 8, vp 1, 2, 4, 8 split the 128 units evenly, vp 16 would
+    // leave the first chunk empty.
+    const auto depths = pipeline_depths(126, 16);
+    CHECK(depths == std::vector<int>{1, 2, 3, 4, 6, 7, 8, 9, 14, 16});
+    CHECK(interleavings(126, 8) == std::vector<int>{1, 2, 4, 8});
+    CHECK(interleavings(80, 4) == std::vector<int>{1, 2, 4, 5, 10, 20});
     // The workload and the memory model follow the split: stage 0 of 126 layers on pp 8 holds
     // 15 layers' parameters, stage 1 16.
     auto plan = trainsim::test::small_plan(1, 8, 1, 16, 1);

@@ -75,6 +75,31 @@ int chunk_layers(int layers, int pp, int vp, int stage, int chunk) {
     return u;
 }
 
+namespace {
+bool no_empty_chunk(int layers, int pp, int vp) {
+    for (int s = 0; s < pp; ++s)
+        for (int c = 0; c < vp; ++c)
+            if (chunk_layers(layers, pp, vp, s, c) < 1) return false;
+    return true;
+}
+} // namespace
+
+std::vector<int> interleavings(int layers, int pp) {
+    std::vector<int> out;
+    for (int v = 1; pp > 0 && v <= layers / pp; ++v)
+        if ((layers % (pp * v) == 0 || (layers + 2) % (pp * v) == 0) && no_empty_chunk(layers, pp, v)) out.push_back(v);
+    return out;
+}
+
+std::vector<int> pipeline_depths(int layers, int max) {
+    std::vector<int> out;
+    for (int p = 1; p <= std::min(layers, max); ++p) {
+        const bool pow2 = (p & (p - 1)) == 0;
+        if ((layers % p == 0 || pow2) && no_empty_chunk(layers, p, 1)) out.push_back(p);
+    }
+    return out;
+}
+
 int max_chunk_layers(const Plan& plan) {
     const auto& p = plan.parallel;
     int best = 0;
@@ -116,9 +141,7 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
                                        m.kv_heads, m.name));
     if (m.ffn % p.tp != 0)
         add("parallel.tp", fmt::format("tp={} does not divide the FFN width {} of {}", p.tp, m.ffn, m.name));
-    bool empty_chunk = false;
-    for (int s = 0; s < p.pp; ++s)
-        for (int c = 0; c < p.vp; ++c) empty_chunk = empty_chunk || chunk_layers(m.layers, p.pp, p.vp, s, c) < 1;
+    const bool empty_chunk = !no_empty_chunk(m.layers, p.pp, p.vp);
     if (empty_chunk)
         add("parallel.pp", fmt::format("pp*vp = {}*{} = {} model chunks leave a chunk without a layer of the {} of {} "
                                        "(the embedding and the loss count as one layer each when the layers do not "

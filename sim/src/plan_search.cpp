@@ -120,9 +120,9 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
         const int gpn = node_plan.cluster.gpus_per_node;
         for (int tp : divisors(gpn, gpn)) {
             if (m.heads % tp != 0) continue;
-            for (int pp : divisors(m.layers, gpus / tp)) {
+            for (int pp : model::pipeline_depths(m.layers, gpus / tp)) {
                 std::vector<int> vps{1};
-                if (pp > 1) vps = divisors(m.layers / pp, m.layers / pp);
+                if (pp > 1) vps = model::interleavings(m.layers, pp);
                 for (int cp = 1; cp <= space.max_cp && tp * pp * cp <= gpus; cp *= 2) {
                     const int dp = model::derive_dp(gpus, tp, pp, cp);
                     if (dp == 0) continue;

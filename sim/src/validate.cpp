@@ -140,15 +140,7 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     // picked.
     std::vector<int> vps{chosen.parallel.vp};
     if (vp_blank) {
-        vps.clear();
-        const int L = chosen.model.layers, pp = chosen.parallel.pp;
-        for (int v = 1; v <= L / pp; ++v) {
-            if (L % (pp * v) != 0 && (L + 2) % (pp * v) != 0) continue;
-            bool empty = false;
-            for (int s = 0; s < pp; ++s)
-                for (int c = 0; c < v; ++c) empty = empty || model::chunk_layers(L, pp, v, s, c) < 1;
-            if (!empty) vps.push_back(v);
-        }
+        vps = model::interleavings(chosen.model.layers, chosen.parallel.pp);
         if (vps.empty()) vps.push_back(1);
     }
     // A framework that splits the batch into one micro-batch per pipeline stage by default.

@@ -29,6 +29,13 @@ struct LayoutProblem {
 // give one up. Llama 3.1 405B (126 layers) on pp 8: 15, 16 x 6, 15; on pp 8 x vp 8: 1, 2 x 62, 1.
 // May be 0 or less when there are too few layers (check_layout reports it).
 [[nodiscard]] int chunk_layers(int layers, int pp, int vp, int stage, int chunk);
+// The interleaving depths vp that split `layers` over pp*vp chunks evenly, or with the embedding
+// and the loss counted (layers + 2 divisible by pp*vp), without an empty chunk; ascending, 1 first
+// when it qualifies.
+[[nodiscard]] std::vector<int> interleavings(int layers, int pp);
+// Pipeline depths up to `max` worth trying: the divisors of the layers and the powers of two that
+// leave no stage empty (uneven splits, as Llama 3.1 405B's 126 layers on pp 8 or 16).
+[[nodiscard]] std::vector<int> pipeline_depths(int layers, int max);
 // The largest chunk of the plan, and the layers on one stage.
 [[nodiscard]] int max_chunk_layers(const Plan& plan);
 [[nodiscard]] int stage_layers(const Plan& plan, int stage);
