@@ -833,6 +833,7 @@ parallel:
   elementwise: eager
   selective_recompute: alternate_matmuls
   fsdp_reduce_fp32: true
+  cross_entropy: pytorch
 precision: fp8
 cluster:
   gpu: gpu-fp8
@@ -880,6 +881,7 @@ run:
     CHECK(p.parallel.elementwise == Elementwise::eager);
     CHECK(p.parallel.selective_recompute == SelectiveRecompute::alternate_matmuls);
     CHECK(p.parallel.fsdp_reduce_fp32);
+    CHECK(p.parallel.cross_entropy == CrossEntropy::pytorch);
     CHECK(p.precision == Precision::fp8);
     CHECK(p.cluster.intra == IntraFabric::pcie);
     CHECK(p.cluster.inter == InterFabric::roce);

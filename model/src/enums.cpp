@@ -87,6 +87,10 @@ std::string to_string(Elementwise v) {
     return v == Elementwise::fused ? "fused" : "eager";
 }
 
+std::string to_string(CrossEntropy v) {
+    return v == CrossEntropy::megatron ? "megatron" : "pytorch";
+}
+
 std::string to_string(AttentionImpl v) {
     switch (v) {
     case AttentionImpl::flash: return "flash";

@@ -257,6 +257,8 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         bool_key<B>("parallel.dropout", [](B& b) -> bool& { return b.plan.parallel.dropout; }),
         enum_key<B, Elementwise>("parallel.elementwise",
                                  [](B& b) -> Elementwise& { return b.plan.parallel.elementwise; }),
+        enum_key<B, CrossEntropy>("parallel.cross_entropy",
+                                  [](B& b) -> CrossEntropy& { return b.plan.parallel.cross_entropy; }),
         bool_key<B>("parallel.fused_optimizer", [](B& b) -> bool& { return b.plan.parallel.fused_optimizer; }),
         bool_key<B>("parallel.fp8_params", [](B& b) -> bool& { return b.plan.parallel.fp8_params; }),
         bool_key<B>("parallel.master_param_remainders",

@@ -76,6 +76,7 @@ void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
     set("parallel.fsdp_prefetch", par.fsdp_prefetch, fw.fsdp_prefetch);
     set("parallel.attention", par.attention, fw.attention);
     set("parallel.dropout", par.dropout, fw.dropout);
+    set("parallel.cross_entropy", par.cross_entropy, fw.cross_entropy);
     set("parallel.elementwise", par.elementwise,
         fw.fused_in_fp8 && plan.precision == Precision::fp8 ? Elementwise::fused : fw.elementwise);
     set("parallel.fsdp_fetch", par.fsdp_fetch, fw.fsdp_fetch);
@@ -196,6 +197,8 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.sequence_parallel = false;
         f.attention = AttentionImpl::triton;
         f.fused_optimizer = false;  // Composer's DecoupledAdamW runs PyTorch's foreach update
+        // The loss stays the fused kind: the MPT benchmark recipes run flash-attn's fused
+        // cross-entropy (loss_fn: fused_crossentropy), which writes its gradient in place.
         // FSDP gathers not overlapped with compute. PyTorch FSDP (v1) runs all-gathers and
         // reduce-scatters serially on one NCCL stream, so without explicit backward prefetch
         // there is "0 overlap" in backward (PyTorch docs, notes/fsdp.rst "FSDP Prefetch
@@ -222,6 +225,8 @@ FrameworkProfile framework_profile(const std::string& written) {
         // cuDNN backend is opt-in from 2.5.1 (pytorch/pytorch #138522) until cuDNN 9.15
         // (issue #142132: SDPA 329 vs cuDNN 631 TFLOP/s on H100, nightly 2024-12-04).
         f.attention = AttentionImpl::flash2;
+        // The loss: F.cross_entropy(pred.flatten(0, 1).float(), labels) (train.py).
+        f.cross_entropy = CrossEntropy::pytorch;
         // --optimizer.fused defaults off: AdamW(foreach=True), the multi-pass update.
         f.fused_optimizer = false;
         // --training.mixed_precision_reduce float32 (the only choice): FP32 reduce-scatter.

@@ -431,8 +431,13 @@ private:
         // write 4), max (read 4), subtract max in place (8), exp in place (8), sum (4), divide
         // into the softmax kept for backward (8) = 38 B per logit; backward: scale the softmax
         // by the incoming gradient in place (8) and cast back to BF16 (read 4, write 2) = 14 B.
-        H.loss = memory("cross_entropy", Td * vd * 38.0);
-        H.loss_bwd = memory("cross_entropy_bwd", Td * vd * 14.0);
+        // PyTorch's F.cross_entropy on FP32 logits: .float() (read 2, write 4), log-softmax
+        // (the row read for its max, for its sum of exponentials and to write the output: 12 + 4)
+        // = 22 B; backward: the loss's dense gradient (write 4), the log-softmax backward (read the
+        // gradient and the output, write 4 + 4 + 4) and the cast back (read 4, write 2) = 22 B.
+        const bool pytorch = p_.cross_entropy == CrossEntropy::pytorch;
+        H.loss = memory("cross_entropy", Td * vd * (pytorch ? 22.0 : 38.0));
+        H.loss_bwd = memory("cross_entropy_bwd", Td * vd * (pytorch ? 22.0 : 14.0));
     }
 
     // ---------- per-stage program ----------

@@ -40,6 +40,10 @@ enum class SelectiveRecompute { attention, alternate_matmuls };
 // How the element-wise ops of a layer (norms, RoPE, activation) run: fused kernels (Transformer
 // Engine / Apex, or torch.compile), or PyTorch eager, one kernel and memory pass per op.
 enum class Elementwise { fused, eager };
+// The loss over the vocabulary: Megatron's vocab-parallel cross-entropy (in place over one FP32
+// copy of the logits) or PyTorch's F.cross_entropy on FP32 logits (log-softmax kept for
+// backward, a dense gradient of the loss).
+enum class CrossEntropy { megatron, pytorch };
 // How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
 // context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
 // tp-cp-dp-pp: TP inside a node, then CP and DP, pipeline stages outermost.
@@ -95,6 +99,7 @@ struct Parallel {
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;              // dropout after attention / MLP and on the attention scores
     Elementwise elementwise = Elementwise::fused;
+    CrossEntropy cross_entropy = CrossEntropy::megatron;
     FsdpFetch fsdp_fetch = FsdpFetch::layer;
     // ZeRO-3 / FSDP: all-gathers issued per layer (1 = the layer's parameters flattened into one
     // collective, as PyTorch FSDP does; DeepSpeed 2021 gathered each parameter tensor on its own).
@@ -222,5 +227,6 @@ struct Scenario {
 [[nodiscard]] std::string to_string(FsdpFetch v);
 [[nodiscard]] std::string to_string(SelectiveRecompute v);
 [[nodiscard]] std::string to_string(Elementwise v);
+[[nodiscard]] std::string to_string(CrossEntropy v);
 
 } // namespace trainsim::model

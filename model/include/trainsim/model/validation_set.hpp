@@ -53,6 +53,7 @@ struct FrameworkProfile {
     AttentionImpl attention = AttentionImpl::flash;
     bool dropout = false;  // GPT-era recipes trained with dropout 0.1
     Elementwise elementwise = Elementwise::fused;
+    CrossEntropy cross_entropy = CrossEntropy::megatron;
     // Element-wise ops fused in FP8 training even where the framework runs eager otherwise
     // (torchao float8 is run under torch.compile).
     bool fused_in_fp8 = false;
