@@ -213,6 +213,13 @@ TEST_CASE("torchtitan rows run their element-wise ops compiled in FP8 (torchao f
     }
     CHECK(rows[0].plan.parallel.elementwise == trainsim::model::Elementwise::fused);
     CHECK(rows[1].plan.parallel.elementwise == trainsim::model::Elementwise::eager);
+    // A blank micro-batch is torchtitan's default: the rank's whole batch at once without
+    // pipelining (21: micro_batch, 22: global_batch; 16 sequences over dp 8).
+    const auto blank = load_lines(header, {with_cell(with_cell(tt, 21, ""), 22, "16")});
+    REQUIRE(blank.size() == 1);
+    std::vector<std::string> choices;
+    const auto tuned = trainsim::sim::tune_blank_cells(blank[0], choices);
+    CHECK(tuned.training.micro_batch == 2);
 }
 
 TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoint and failure factor",

@@ -241,7 +241,8 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.elementwise = fw.find("compile") == std::string::npos ? Elementwise::eager : Elementwise::fused;
         f.fused_in_fp8 = true;
         // --experimental.pipeline_parallel_microbatches: "The default value will be the number of
-        // pipeline stages, if unspecified."
+        // pipeline stages, if unspecified."; without pipelining the rank's batch runs at once (no
+        // gradient accumulation in the late-2024 trainer).
         f.microbatch_per_stage = true;
         // --experimental.pipeline_parallel_schedule defaults to "1F1B": not interleaved.
         f.tune_blank_vp = false;

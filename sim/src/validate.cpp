@@ -143,9 +143,18 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
         vps = model::interleavings(chosen.model.layers, chosen.parallel.pp);
         if (vps.empty()) vps.push_back(1);
     }
-    // A framework that splits the batch into one micro-batch per pipeline stage by default.
-    const bool per_stage_mb =
-        row.micro_batch_blank && chosen.parallel.pp > 1 && model::framework_profile(row.framework).microbatch_per_stage;
+    // A framework that splits the batch into one micro-batch per pipeline stage by default (the
+    // whole batch at once without pipelining).
+    const bool per_stage_mb = row.micro_batch_blank && model::framework_profile(row.framework).microbatch_per_stage;
+    if (per_stage_mb) {
+        mbs.clear();
+        for (int v : vps) {
+            const int stages = chosen.parallel.pp * v;
+            if (per_rank % stages == 0 &&
+                std::find(mbs.begin(), mbs.end(), per_rank / stages) == mbs.end())
+                mbs.push_back(per_rank / stages);
+        }
+    }
     double best_tps = -1;
     for (auto rc : policies) {
         for (int m : mbs) for (int v : vps) {

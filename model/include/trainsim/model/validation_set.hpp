@@ -70,8 +70,9 @@ struct FrameworkProfile {
     bool overlap_p2p = true;
     bool fused_optimizer = true;
     bool fp8_params = false; // FP8 primary weights, for rows in FP8 precision
-    // A blank micro-batch under pipelining: the rank's batch split into one micro-batch per
-    // pipeline stage (pp x vp), the framework's default, rather than the best-throughput size.
+    // A blank micro-batch: the rank's batch split into one micro-batch per pipeline stage
+    // (pp x vp; without pipelining the whole batch at once), the framework's default, rather
+    // than the best-throughput size.
     bool microbatch_per_stage = false;
     // A blank vp under pipelining: tuned to the best interleaving that fits (Megatron / NeMo
     // benchmarks), or false: the framework's default schedule, not interleaved.
