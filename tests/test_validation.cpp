@@ -1,6 +1,8 @@
 // Accuracy against published measurements (issue "Accuracy"): every step row of the dev set is
 // simulated, and the error may not rise above what has been reached (a ratchet with a margin).
+#include "fixtures.hpp"
 #include "trainsim/model/flops.hpp"
+#include "trainsim/model/loader.hpp"
 #include "trainsim/model/validation_set.hpp"
 #include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/validate.hpp"
@@ -137,46 +139,46 @@ TEST_CASE("framework profiles follow the release named in the framework column",
     for (const char* old : {"deepspeed-2021", "deepspeed-0.5.4"}) {
         CAPTURE(old);
         const auto f = framework_profile(old);
-        CHECK(f.list_collectives);
-        CHECK(f.fsdp_fetch == trainsim::model::FsdpFetch::module);
-        CHECK(f.fsdp_reduce_scatters_per_layer == 12);
-        CHECK(f.fsdp_gather_sync);
-        CHECK_FALSE(f.fsdp_prefetch);
-        CHECK(f.fsdp_reuse_distance_params == 0);
+        CHECK(f.parallel.list_collectives);
+        CHECK(f.parallel.fsdp_fetch == trainsim::model::FsdpFetch::module);
+        CHECK(f.parallel.fsdp_reduce_scatters_per_layer == 12);
+        CHECK(f.parallel.fsdp_gather_sync);
+        CHECK_FALSE(f.parallel.fsdp_prefetch);
+        CHECK(f.parallel.fsdp_reuse_distance_params == 0);
     }
     for (const char* cur : {"deepspeed", "deepspeed-0.14.2", "deepspeed-2024"}) {
         CAPTURE(cur);
         const auto f = framework_profile(cur);
-        CHECK_FALSE(f.list_collectives);
-        CHECK(f.fsdp_fetch == trainsim::model::FsdpFetch::module);
-        CHECK(f.fsdp_reduce_scatters_per_layer == 1);
-        CHECK_FALSE(f.fsdp_gather_sync);
-        CHECK(f.fsdp_prefetch);
-        CHECK(f.fsdp_prefetch_bucket_params == 5e7);
-        CHECK(f.fsdp_reuse_distance_params == 1e9);
+        CHECK_FALSE(f.parallel.list_collectives);
+        CHECK(f.parallel.fsdp_fetch == trainsim::model::FsdpFetch::module);
+        CHECK(f.parallel.fsdp_reduce_scatters_per_layer == 1);
+        CHECK_FALSE(f.parallel.fsdp_gather_sync);
+        CHECK(f.parallel.fsdp_prefetch);
+        CHECK(f.parallel.fsdp_prefetch_bucket_params == 5e7);
+        CHECK(f.parallel.fsdp_reuse_distance_params == 1e9);
     }
     // NeMo 1.x (up to 24.07) syncs BF16 gradients; NeMo 2.0 uses Megatron-Core's FP32 main grads.
-    CHECK_FALSE(framework_profile("nemo-24.07").main_grads_fp32);
-    CHECK_FALSE(framework_profile("nemo-23.11").main_grads_fp32);
-    CHECK(framework_profile("nemo-24.09").main_grads_fp32);
-    CHECK(framework_profile("nemo").main_grads_fp32);
-    CHECK(framework_profile("megatron-core-0.8").main_grads_fp32);
+    CHECK_FALSE(framework_profile("nemo-24.07").parallel.main_grads_fp32);
+    CHECK_FALSE(framework_profile("nemo-23.11").parallel.main_grads_fp32);
+    CHECK(framework_profile("nemo-24.09").parallel.main_grads_fp32);
+    CHECK(framework_profile("nemo").parallel.main_grads_fp32);
+    CHECK(framework_profile("megatron-core-0.8").parallel.main_grads_fp32);
     // NeMo's FP8 performance recipes keep FP8 primary weights; Megatron-Core's default does not.
-    CHECK(framework_profile("nemo-24.07").fp8_params);
-    CHECK_FALSE(framework_profile("megatron-core-0.8").fp8_params);
+    CHECK(framework_profile("nemo-24.07").parallel.fp8_params);
+    CHECK_FALSE(framework_profile("megatron-core-0.8").parallel.fp8_params);
     // torchtitan: FSDP2 with an FP32 reduce, op-level selective checkpointing, SDPA's
     // FlashAttention-2, foreach AdamW, eager element-wise ops unless compiled.
     const auto tt = framework_profile("torchtitan");
     CHECK(tt.known);
-    CHECK(tt.sharding == trainsim::model::Sharding::fsdp);
-    CHECK(tt.selective_recompute == trainsim::model::SelectiveRecompute::alternate_matmuls);
-    CHECK(tt.attention == trainsim::model::AttentionImpl::flash2);
-    CHECK(tt.fsdp_reduce_fp32);
-    CHECK_FALSE(tt.fused_optimizer);
-    CHECK(tt.elementwise == trainsim::model::Elementwise::eager);
-    CHECK(tt.cross_entropy == trainsim::model::CrossEntropy::pytorch);
-    CHECK(framework_profile("nemo").cross_entropy == trainsim::model::CrossEntropy::megatron);
-    CHECK(framework_profile("torchtitan-compile").elementwise == trainsim::model::Elementwise::fused);
+    CHECK(tt.parallel.sharding == trainsim::model::Sharding::fsdp);
+    CHECK(tt.parallel.selective_recompute == trainsim::model::SelectiveRecompute::alternate_matmuls);
+    CHECK(tt.parallel.attention == trainsim::model::AttentionImpl::flash2);
+    CHECK(tt.parallel.fsdp_reduce_fp32);
+    CHECK_FALSE(tt.parallel.fused_optimizer);
+    CHECK(tt.parallel.elementwise == trainsim::model::Elementwise::eager);
+    CHECK(tt.parallel.cross_entropy == trainsim::model::CrossEntropy::pytorch);
+    CHECK(framework_profile("nemo").parallel.cross_entropy == trainsim::model::CrossEntropy::megatron);
+    CHECK(framework_profile("torchtitan-compile").parallel.elementwise == trainsim::model::Elementwise::fused);
     CHECK_FALSE(framework_profile("torchtitanic").known);
     for (const auto& family : trainsim::model::framework_families()) {
         CAPTURE(family);
@@ -184,9 +186,32 @@ TEST_CASE("framework profiles follow the release named in the framework column",
         CHECK(framework_profile(family + "-2024.1").known);
     }
     // Spelling: case-blind, '_' and ' ' as '-'.
-    CHECK(framework_profile("TorchTitan").attention == trainsim::model::AttentionImpl::flash2);
-    CHECK_FALSE(framework_profile("NeMo 24.07").main_grads_fp32);
-    CHECK(framework_profile("LLM_Foundry").sharding == trainsim::model::Sharding::fsdp);
+    CHECK(framework_profile("TorchTitan").parallel.attention == trainsim::model::AttentionImpl::flash2);
+    CHECK_FALSE(framework_profile("NeMo 24.07").parallel.main_grads_fp32);
+    CHECK(framework_profile("LLM_Foundry").parallel.sharding == trainsim::model::Sharding::fsdp);
+}
+
+TEST_CASE("a framework profile fills every behaviour the scenario does not write", "[validate]") {
+    using namespace trainsim::model;
+    // Each copied behaviour is a scenario key...
+    const auto& keys = scenario_keys();
+    for (auto key : framework_behaviour_keys()) {
+        CAPTURE(key);
+        CHECK(std::any_of(keys.begin(), keys.end(), [&](const KeySpec& k) { return k.path == key; }));
+    }
+    // ...copied unless written: DeepSpeed 2021 differs from the defaults in five of them.
+    const auto fw = framework_profile("deepspeed-2021");
+    Plan plan = trainsim::test::small_plan(1, 1, 8);
+    apply_framework_profile(fw, plan, [](std::string_view) { return false; });
+    CHECK(plan.parallel.fsdp_fetch == FsdpFetch::module);
+    CHECK(plan.parallel.fsdp_reduce_scatters_per_layer == 12);
+    CHECK(plan.parallel.list_collectives);
+    CHECK(plan.parallel.attention == AttentionImpl::unfused);
+    CHECK(plan.parallel.dropout);
+    Plan kept = trainsim::test::small_plan(1, 1, 8);
+    apply_framework_profile(fw, kept, [](std::string_view k) { return k == "parallel.list_collectives"; });
+    CHECK_FALSE(kept.parallel.list_collectives);
+    CHECK(kept.parallel.dropout);
 }
 
 TEST_CASE("GPU ids and framework names are read case-blind", "[validate]") {

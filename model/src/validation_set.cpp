@@ -61,42 +61,66 @@ const std::vector<std::string>& framework_families() {
     return families;
 }
 
+namespace {
+template <auto Member> void copy_member(Parallel& to, const Parallel& from) {
+    to.*Member = from.*Member;
+}
+// The framework behaviours copied as they are (each a scenario key under parallel.*); the
+// layout defaults and the behaviours that depend on the plan are set by
+// apply_framework_profile itself.
+struct Behaviour {
+    std::string_view key;
+    void (*copy)(Parallel&, const Parallel&);
+};
+constexpr Behaviour kBehaviours[] = {
+    {"parallel.overlap_grad_reduce", copy_member<&Parallel::overlap_grad_reduce>},
+    {"parallel.overlap_param_gather", copy_member<&Parallel::overlap_param_gather>},
+    {"parallel.fsdp_prefetch", copy_member<&Parallel::fsdp_prefetch>},
+    {"parallel.attention", copy_member<&Parallel::attention>},
+    {"parallel.dropout", copy_member<&Parallel::dropout>},
+    {"parallel.cross_entropy", copy_member<&Parallel::cross_entropy>},
+    {"parallel.fsdp_fetch", copy_member<&Parallel::fsdp_fetch>},
+    {"parallel.fsdp_gathers_per_layer", copy_member<&Parallel::fsdp_gathers_per_layer>},
+    {"parallel.fsdp_prefetch_bucket_params", copy_member<&Parallel::fsdp_prefetch_bucket_params>},
+    {"parallel.fsdp_reuse_distance_params", copy_member<&Parallel::fsdp_reuse_distance_params>},
+    {"parallel.fsdp_reduce_scatters_per_layer", copy_member<&Parallel::fsdp_reduce_scatters_per_layer>},
+    {"parallel.fsdp_gather_sync", copy_member<&Parallel::fsdp_gather_sync>},
+    {"parallel.list_collectives", copy_member<&Parallel::list_collectives>},
+    {"parallel.main_grads_fp32", copy_member<&Parallel::main_grads_fp32>},
+    {"parallel.fsdp_reduce_fp32", copy_member<&Parallel::fsdp_reduce_fp32>},
+    {"parallel.selective_recompute", copy_member<&Parallel::selective_recompute>},
+    {"parallel.overlap_p2p", copy_member<&Parallel::overlap_p2p>},
+    {"parallel.fused_optimizer", copy_member<&Parallel::fused_optimizer>},
+};
+} // namespace
+
+std::vector<std::string_view> framework_behaviour_keys() {
+    std::vector<std::string_view> keys;
+    for (const auto& b : kBehaviours) keys.push_back(b.key);
+    return keys;
+}
+
 void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
                              const std::function<bool(std::string_view key)>& written) {
     auto& par = plan.parallel;
+    const Parallel& from = fw.parallel;
     auto set = [&](std::string_view key, auto& field, const auto& value) {
         if (!written(key)) field = value;
     };
-    set("parallel.sharding", par.sharding, fw.sharding);
-    set("parallel.recompute", par.recompute, fw.recompute);
-    set("parallel.sequence_parallel", par.sequence_parallel, fw.sequence_parallel && par.tp > 1);
-    set("parallel.overlap_grad_reduce", par.overlap_grad_reduce, fw.overlap_grad_reduce);
-    set("parallel.overlap_param_gather", par.overlap_param_gather, fw.overlap_param_gather);
-    set("parallel.tp_comm_overlap", par.tp_comm_overlap, fw.tp_comm_overlap && par.tp > 1);
-    set("parallel.fsdp_prefetch", par.fsdp_prefetch, fw.fsdp_prefetch);
-    set("parallel.attention", par.attention, fw.attention);
-    set("parallel.dropout", par.dropout, fw.dropout);
-    set("parallel.cross_entropy", par.cross_entropy, fw.cross_entropy);
+    set("parallel.sharding", par.sharding, from.sharding);
+    set("parallel.recompute", par.recompute, from.recompute);
+    for (const auto& b : kBehaviours)
+        if (!written(b.key)) b.copy(par, from);
+    // Behaviours that follow the plan: sequence parallelism and TP overlap need tp > 1; FP8
+    // primary weights FP8 precision and an optimizer layout that carries them (not ZeRO-3 / FSDP
+    // shards); a framework that compiles FP8 training fuses its element-wise ops there.
+    set("parallel.sequence_parallel", par.sequence_parallel, from.sequence_parallel && par.tp > 1);
+    set("parallel.tp_comm_overlap", par.tp_comm_overlap, from.tp_comm_overlap && par.tp > 1);
     set("parallel.elementwise", par.elementwise,
-        fw.fused_in_fp8 && plan.precision == Precision::fp8 ? Elementwise::fused : fw.elementwise);
-    set("parallel.fsdp_fetch", par.fsdp_fetch, fw.fsdp_fetch);
-    set("parallel.fsdp_gathers_per_layer", par.fsdp_gathers_per_layer, fw.fsdp_gathers_per_layer);
-    set("parallel.fsdp_prefetch_bucket_params", par.fsdp_prefetch_bucket_params, fw.fsdp_prefetch_bucket_params);
-    set("parallel.fsdp_reuse_distance_params", par.fsdp_reuse_distance_params, fw.fsdp_reuse_distance_params);
-    set("parallel.fsdp_reduce_scatters_per_layer", par.fsdp_reduce_scatters_per_layer,
-        fw.fsdp_reduce_scatters_per_layer);
-    set("parallel.fsdp_gather_sync", par.fsdp_gather_sync, fw.fsdp_gather_sync);
-    set("parallel.list_collectives", par.list_collectives, fw.list_collectives);
-    set("parallel.main_grads_fp32", par.main_grads_fp32, fw.main_grads_fp32);
-    set("parallel.fsdp_reduce_fp32", par.fsdp_reduce_fp32, fw.fsdp_reduce_fp32);
-    set("parallel.selective_recompute", par.selective_recompute, fw.selective_recompute);
-    set("parallel.overlap_p2p", par.overlap_p2p, fw.overlap_p2p);
-    set("parallel.fused_optimizer", par.fused_optimizer, fw.fused_optimizer);
-    // FP8 primary weights where the framework keeps them: in FP8, under an optimizer layout that
-    // carries them (not ZeRO-3 / FSDP shards).
+        fw.fused_in_fp8 && plan.precision == Precision::fp8 ? Elementwise::fused : from.elementwise);
     const bool carries = par.sharding == Sharding::none || par.sharding == Sharding::dist_opt ||
                          par.sharding == Sharding::zero1 || par.sharding == Sharding::zero2;
-    set("parallel.fp8_params", par.fp8_params, fw.fp8_params && plan.precision == Precision::fp8 && carries);
+    set("parallel.fp8_params", par.fp8_params, from.fp8_params && plan.precision == Precision::fp8 && carries);
 }
 
 FrameworkProfile framework_profile(const std::string& written) {
@@ -111,46 +135,46 @@ FrameworkProfile framework_profile(const std::string& written) {
     if (in_family(fw, "megatron-lm-2021")) {
         // Narayanan et al. SC'21: PTD-P without a distributed optimizer; the data-parallel
         // all-reduce ran after the backward pass (Megatron-LM 2021 DDP, no overlap).
-        f.sharding = Sharding::none;
-        f.recompute = Recompute::full;
-        f.sequence_parallel = false;
-        f.overlap_grad_reduce = false;
-        f.overlap_param_gather = false;
-        f.overlap_p2p = false;
-        f.attention = AttentionImpl::unfused;
-        f.dropout = true;
+        f.parallel.sharding = Sharding::none;
+        f.parallel.recompute = Recompute::full;
+        f.parallel.sequence_parallel = false;
+        f.parallel.overlap_grad_reduce = false;
+        f.parallel.overlap_param_gather = false;
+        f.parallel.overlap_p2p = false;
+        f.parallel.attention = AttentionImpl::unfused;
+        f.parallel.dropout = true;
         f.why = "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP, unfused "
                 "attention (fused scale-mask-softmax), dropout 0.1";
     } else if (in_family(fw, "megatron-lm-2022")) {
         // Korthikanti et al. 2022 Sec. 6.3: "DP all-reduce not overlapped".
-        f.sharding = Sharding::none;
-        f.recompute = Recompute::selective;
-        f.overlap_grad_reduce = false;
-        f.overlap_param_gather = false;
-        f.overlap_p2p = false;
-        f.attention = AttentionImpl::unfused;
-        f.dropout = true;
+        f.parallel.sharding = Sharding::none;
+        f.parallel.recompute = Recompute::selective;
+        f.parallel.overlap_grad_reduce = false;
+        f.parallel.overlap_param_gather = false;
+        f.parallel.overlap_p2p = false;
+        f.parallel.attention = AttentionImpl::unfused;
+        f.parallel.dropout = true;
         f.why = "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped, unfused "
                 "attention, dropout 0.1";
     } else if (in_family(fw, "deepspeed")) {
         // DeepSpeed ZeRO-3 with overlap_comm and parameter prefetching (its defaults).
-        f.sharding = Sharding::zero3;
-        f.recompute = Recompute::full;
-        f.sequence_parallel = false;
+        f.parallel.sharding = Sharding::zero3;
+        f.parallel.recompute = Recompute::full;
+        f.parallel.sequence_parallel = false;
         // Prefetch stops at stage3_prefetch_bucket_size parameters (DeepSpeed default 5e7, the
         // ZERO_OPTIMIZATION_PREFETCH_BUCKET_SIZE_DEFAULT of deepspeed/runtime/zero/constants.py).
-        f.fsdp_prefetch_bucket_params = 5e7;
+        f.parallel.fsdp_prefetch_bucket_params = 5e7;
         // A module's weights are released after each use unless used again within
         // stage3_max_reuse_distance parameters (default 1e9, same constants.py): under activation
         // checkpointing the recompute's pre-forward hook gathers a layer's weights and its
         // pre-backward hook gathers the released ones again (stage3.py, release_sub_module /
         // _keep_for_later).
-        f.fsdp_reuse_distance_params = 1e9;
+        f.parallel.fsdp_reuse_distance_params = 1e9;
         // fetch_sub_module gathers a module's parameters just before it runs; tensors under
         // stage3_param_persistence_threshold (1e5 elements, constants.py: the norm vectors and
         // biases) stay gathered (ds_persist), so a layer's 4 weights (QKV, projection, FC1, FC2)
         // are gathered on each pass, one module at a time.
-        f.fsdp_fetch = FsdpFetch::module;
+        f.parallel.fsdp_fetch = FsdpFetch::module;
         if (deepspeed_2021_era(fw)) {
             // Until PR #1453 (merged October 2021) the module trace that drives both the
             // prefetcher and the reuse distance was off by one step: "a pre sub module hook is
@@ -158,24 +182,24 @@ FrameworkProfile framework_profile(const std::string& written) {
             // the prefetches to be skipped" (jfc4050, DeepSpeed issue #1069, 2021-05-27). A trace
             // mismatch also makes get_reuse_distance_in_numel answer "no reuse", so every weight
             // is released after the recompute and gathered again for the backward.
-            f.fsdp_prefetch = false;
-            f.fsdp_reuse_distance_params = 0;
-            f.attention = AttentionImpl::unfused;
-            f.dropout = true;
+            f.parallel.fsdp_prefetch = false;
+            f.parallel.fsdp_reuse_distance_params = 0;
+            f.parallel.attention = AttentionImpl::unfused;
+            f.parallel.dropout = true;
             // DeepSpeed 0.3-0.5 gathered each parameter tensor with its own all-gather (coalesced
             // gathers came in 0.6): one per weight.
             // Gradients were reduce-scattered one parameter tensor at a time
             // (partition_parameters.py _reduce_scatter_gradients): 12 per GPT layer, the 8
             // persistent vectors included.
-            f.fsdp_reduce_scatters_per_layer = 12;
+            f.parallel.fsdp_reduce_scatters_per_layer = 12;
             // _allgather_param called torch.cuda.synchronize() before each all_gather and
             // _synchronize_communication again after waiting for it: nothing queued on any stream,
             // gradient reduce-scatters included, overlaps a parameter gather.
-            f.fsdp_gather_sync = true;
+            f.parallel.fsdp_gather_sync = true;
             // partition_parameters.py gathered into a list of per-rank views of the flat buffer
             // with torch.distributed.all_gather (the flat _all_gather_base came with PyTorch
             // 1.10); the reduce-scatter of gradients likewise took a list of per-rank partitions.
-            f.list_collectives = true;
+            f.parallel.list_collectives = true;
             f.why =
                 "DeepSpeed ZeRO-3 (2021, GPT-3 recipe): overlap_comm, no prefetch (trace off by one), one "
                 "all-gather per weight (4 per layer; norms and biases persistent) and one reduce-scatter per "
@@ -192,11 +216,11 @@ FrameworkProfile framework_profile(const std::string& written) {
         }
     } else if (in_family(fw, "llm-foundry")) {
         // llm-foundry FSDP config: FULL_SHARD, PURE mixed precision (BF16 reduce), limit_all_gathers.
-        f.sharding = Sharding::fsdp;
-        f.recompute = Recompute::none;
-        f.sequence_parallel = false;
-        f.attention = AttentionImpl::triton;
-        f.fused_optimizer = false;  // Composer's DecoupledAdamW runs PyTorch's foreach update
+        f.parallel.sharding = Sharding::fsdp;
+        f.parallel.recompute = Recompute::none;
+        f.parallel.sequence_parallel = false;
+        f.parallel.attention = AttentionImpl::triton;
+        f.parallel.fused_optimizer = false;  // Composer's DecoupledAdamW runs PyTorch's foreach update
         // The loss stays the fused kind: the MPT benchmark recipes run flash-attn's fused
         // cross-entropy (loss_fn: fused_crossentropy), which writes its gradient in place.
         // FSDP gathers not overlapped with compute. PyTorch FSDP (v1) runs all-gathers and
@@ -207,38 +231,38 @@ FrameworkProfile framework_profile(const std::string& written) {
         // Composer's FSDP defaults do not request forward prefetching. The measured llm-foundry
         // tables (3B-70B, 8-512 GPUs, A100 and H100) lose per micro-batch about the whole FSDP
         // communication time, which is what this setting models (docs/accuracy.md).
-        f.fsdp_prefetch = false;
+        f.parallel.fsdp_prefetch = false;
         f.why = "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, gathers not overlapped with compute; "
                 "MPT's ALiBi attention runs the Triton flash-attention kernel (attn_impl: triton); PyTorch foreach "
                 "AdamW";
     } else if (in_family(fw, "torchtitan")) {
         // torchtitan (PyTorch-native: FSDP2 + DTensor TP, torch.distributed.pipelining), its
         // late-2024 defaults (torchtitan/config_manager.py, train_configs/llama3_*.toml):
-        f.sharding = Sharding::fsdp; // data_parallel_shard_degree -1: FSDP2 over the leftover ranks
-        f.recompute = Recompute::selective;
+        f.parallel.sharding = Sharding::fsdp; // data_parallel_shard_degree -1: FSDP2 over the leftover ranks
+        f.parallel.recompute = Recompute::selective;
         // [activation_checkpoint] mode "selective", selective_ac_option "op": the op-level policy
         // that saves the attention kernel's output and every other matmul's
         // (parallelize_llama.py _custom_policy).
-        f.selective_recompute = SelectiveRecompute::alternate_matmuls;
-        f.sequence_parallel = true; // the TP plan shards the norms' sequence (SequenceParallel)
+        f.parallel.selective_recompute = SelectiveRecompute::alternate_matmuls;
+        f.parallel.sequence_parallel = true; // the TP plan shards the norms' sequence (SequenceParallel)
         // F.scaled_dot_product_attention: on Hopper PyTorch runs its FlashAttention-2 backend; the
         // cuDNN backend is opt-in from 2.5.1 (pytorch/pytorch #138522) until cuDNN 9.15
         // (issue #142132: SDPA 329 vs cuDNN 631 TFLOP/s on H100, nightly 2024-12-04).
-        f.attention = AttentionImpl::flash2;
+        f.parallel.attention = AttentionImpl::flash2;
         // The loss: F.cross_entropy(pred.flatten(0, 1).float(), labels) (train.py).
-        f.cross_entropy = CrossEntropy::pytorch;
+        f.parallel.cross_entropy = CrossEntropy::pytorch;
         // --optimizer.fused defaults off: AdamW(foreach=True), the multi-pass update.
-        f.fused_optimizer = false;
+        f.parallel.fused_optimizer = false;
         // --training.mixed_precision_reduce float32 (the only choice): FP32 reduce-scatter.
-        f.fsdp_reduce_fp32 = true;
+        f.parallel.fsdp_reduce_fp32 = true;
         // FSDP2 prefetches the next block's all-gather in forward and backward (implicit
         // prefetching through its own all-gather stream).
-        f.fsdp_prefetch = true;
+        f.parallel.fsdp_prefetch = true;
         // --training.compile defaults off: element-wise ops run eager, one kernel per op; a
         // framework named "...compile..." (e.g. torchtitan-compile) ran torch.compile. FP8
         // (torchao float8) runs compiled: "we require torch.compile for competitive performance"
         // (pytorch/ao issue #574; the float8 README compiles the model).
-        f.elementwise = fw.find("compile") == std::string::npos ? Elementwise::eager : Elementwise::fused;
+        f.parallel.elementwise = fw.find("compile") == std::string::npos ? Elementwise::eager : Elementwise::fused;
         f.fused_in_fp8 = true;
         // --experimental.pipeline_parallel_microbatches: "The default value will be the number of
         // pipeline stages, if unspecified."; without pipelining the rank's batch runs at once (no
@@ -254,16 +278,16 @@ FrameworkProfile framework_profile(const std::string& written) {
     } else if (in_family(fw, "nemo")) {
         // NeMo performance recipes on H100: distributed optimizer with overlapped grad reduce and
         // param gather, TP communication overlap (Transformer Engine userbuffers) for tp > 1.
-        f.tp_comm_overlap = true;
+        f.parallel.tp_comm_overlap = true;
         // NeMo 1.x (containers up to 24.07) GPT / Llama recipes use Apex's distributed_fused_adam
         // with grad_sync_dtype bf16 (NeMo-Framework-Launcher conf/training/*): gradients kept and
         // reduced in BF16. NeMo 2.0 recipes use Megatron-Core's distributed optimizer (FP32 grads).
-        f.main_grads_fp32 = !nemo_1_era(fw);
+        f.parallel.main_grads_fp32 = !nemo_1_era(fw);
         // The recipes behind NeMo's FP8 performance tables keep FP8 primary weights: the Llama-2
         // 70B SFT example (NeMo-Framework-Launcher examples/peft/llama/h100/70b_2node.sh:
         // "++peft.model.fp8_params=true", no activation checkpointing) and NVIDIA's DGX Cloud
         // benchmark of Nemotron-4 340B (dgxc-benchmarking nemotron/configure.sh: "+model.fp8_params").
-        f.fp8_params = true;
+        f.parallel.fp8_params = true;
         f.why =
             "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
             "grad reduce / param gather, TP comm overlap, FP8 primary weights in FP8";
@@ -471,7 +495,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         }
         if (cell("sequence_parallel").empty()) {
             r.sequence_parallel_blank = true;
-            par.sequence_parallel = par.tp > 1 && fw.sequence_parallel;
+            par.sequence_parallel = par.tp > 1 && fw.parallel.sequence_parallel;
             r.choices.push_back(fmt::format("sequence_parallel={} (blank: {})", par.sequence_parallel, fw.name));
         } else {
             par.sequence_parallel = cell("sequence_parallel") == "true";
@@ -482,7 +506,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                                               {"hsdp", Sharding::hsdp}})) {
             par.sharding = *s;
         } else {
-            par.sharding = fw.sharding;
+            par.sharding = fw.parallel.sharding;
             r.choices.push_back(fmt::format("sharding={} (blank: {})", to_string(par.sharding), fw.name));
         }
         if (auto rc = enum_value<Recompute>(cell("recompute"), {{"none", Recompute::none},
@@ -490,7 +514,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                                                   {"full", Recompute::full}})) {
             par.recompute = *rc;
         } else {
-            par.recompute = fw.recompute;
+            par.recompute = fw.parallel.recompute;
             r.recompute_blank = true;
         }
         if (auto pr = enum_value<Precision>(cell("precision"),

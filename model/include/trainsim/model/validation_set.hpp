@@ -43,33 +43,13 @@ struct ValidationRow {
 // defaults (docs/accuracy.md). Unknown frameworks get the Megatron-Core defaults, said so.
 struct FrameworkProfile {
     std::string name;
-    Sharding sharding = Sharding::dist_opt;  // when the row leaves it blank
-    Recompute recompute = Recompute::none;
-    bool sequence_parallel = true;           // when tp > 1 and the row leaves it blank
-    bool overlap_grad_reduce = true;
-    bool overlap_param_gather = true;
-    bool tp_comm_overlap = false;
-    bool fsdp_prefetch = true;
-    AttentionImpl attention = AttentionImpl::flash;
-    bool dropout = false;  // GPT-era recipes trained with dropout 0.1
-    Elementwise elementwise = Elementwise::fused;
-    CrossEntropy cross_entropy = CrossEntropy::megatron;
+    // The framework's values of the plan properties it governs: the layout defaults (sharding,
+    // recompute; sequence_parallel meaning "when tp > 1") and every behaviour listed in
+    // apply_framework_profile. The Parallel defaults are a well-tuned Megatron-Core stack.
+    Parallel parallel = default_behaviours();
     // Element-wise ops fused in FP8 training even where the framework runs eager otherwise
     // (torchao float8 is run under torch.compile).
     bool fused_in_fp8 = false;
-    FsdpFetch fsdp_fetch = FsdpFetch::layer;
-    int fsdp_gathers_per_layer = 1;
-    double fsdp_prefetch_bucket_params = 0;
-    double fsdp_reuse_distance_params = std::numeric_limits<double>::infinity();
-    int fsdp_reduce_scatters_per_layer = 1;
-    bool fsdp_gather_sync = false;
-    bool list_collectives = false;
-    bool main_grads_fp32 = true;
-    bool fsdp_reduce_fp32 = false;
-    SelectiveRecompute selective_recompute = SelectiveRecompute::attention;
-    bool overlap_p2p = true;
-    bool fused_optimizer = true;
-    bool fp8_params = false; // FP8 primary weights, for rows in FP8 precision
     // A blank micro-batch: the rank's batch split into one micro-batch per pipeline stage
     // (pp x vp; without pipelining the whole batch at once), the framework's default, rather
     // than the best-throughput size.
@@ -79,11 +59,21 @@ struct FrameworkProfile {
     bool tune_blank_vp = true;
     std::string why;  // the documentation of these choices
     bool known = true; // false: not a family below; the Megatron-Core defaults stand in
+
+private:
+    static Parallel default_behaviours() {
+        Parallel p;
+        p.sequence_parallel = true; // when tp > 1
+        return p;
+    }
 };
 [[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);
 // Whether `framework` names a family framework_profile() knows, bare or with "-<release>"
 // (case-blind, '_' and ' ' read as '-').
 [[nodiscard]] bool known_framework(const std::string& framework);
+// The scenario keys whose values apply_framework_profile copies from a profile as they are
+// (besides sharding, recompute, sequence_parallel, tp_comm_overlap, elementwise, fp8_params).
+[[nodiscard]] std::vector<std::string_view> framework_behaviour_keys();
 // The families framework_profile() knows, for messages and documentation.
 [[nodiscard]] const std::vector<std::string>& framework_families();
 // Sets the plan properties the profile governs (layout defaults: sharding, recompute, sequence
