@@ -816,11 +816,10 @@ private:
         if (w == nullptr || bad_.contains("parallel.framework")) return;
         const std::string& name = b_.plan.parallel.framework;
         if (!known_framework(name)) {
-            report(
-                ctx_.out, w->value_site,
-                fmt::format("{}unknown framework '{}' (one of {}, optionally followed by -<release>, e.g. "
-                            "nemo-24.07)",
-                            in_plan(), name, fmt::join(framework_families(), ", ")));
+            report(ctx_.out, w->value_site,
+                   fmt::format("{}unknown framework '{}' (one of {}, optionally followed by -<release>, e.g. "
+                               "nemo-24.07)",
+                               in_plan(), name, fmt::join(framework_families(), ", ")));
             bad_.insert("parallel.framework");
             return;
         }

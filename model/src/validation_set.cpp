@@ -62,7 +62,8 @@ const std::vector<std::string>& framework_families() {
 }
 
 namespace {
-template <auto Member> void copy_member(Parallel& to, const Parallel& from) {
+template <auto Member>
+void copy_member(Parallel& to, const Parallel& from) {
     to.*Member = from.*Member;
 }
 // The framework behaviours copied as they are (each a scenario key under parallel.*); the
@@ -220,7 +221,7 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.parallel.recompute = Recompute::none;
         f.parallel.sequence_parallel = false;
         f.parallel.attention = AttentionImpl::triton;
-        f.parallel.fused_optimizer = false;  // Composer's DecoupledAdamW runs PyTorch's foreach update
+        f.parallel.fused_optimizer = false; // Composer's DecoupledAdamW runs PyTorch's foreach update
         // The loss stays the fused kind: the MPT benchmark recipes run flash-attn's fused
         // cross-entropy (loss_fn: fused_crossentropy), which writes its gradient in place.
         // FSDP gathers not overlapped with compute. PyTorch FSDP (v1) runs all-gathers and
@@ -547,8 +548,9 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         } catch (const InputError& e) {
             // The profile's own problem, with its file, line and key (a broken profile is not an
             // unknown one).
-            r.skip_reason = fmt::format("GPU profile '{}' cannot be used: {}", r.gpu,
-                                        e.diagnostics().empty() ? std::string(e.what()) : e.diagnostics().front().format());
+            r.skip_reason =
+                fmt::format("GPU profile '{}' cannot be used: {}", r.gpu,
+                            e.diagnostics().empty() ? std::string(e.what()) : e.diagnostics().front().format());
             rows.push_back(std::move(r));
             continue;
         }

@@ -150,8 +150,7 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
         mbs.clear();
         for (int v : vps) {
             const int stages = chosen.parallel.pp * v;
-            if (per_rank % stages == 0 &&
-                std::find(mbs.begin(), mbs.end(), per_rank / stages) == mbs.end())
+            if (per_rank % stages == 0 && std::find(mbs.begin(), mbs.end(), per_rank / stages) == mbs.end())
                 mbs.push_back(per_rank / stages);
         }
     }
