@@ -61,7 +61,7 @@ model::Plan choose_blank_degrees(const model::ValidationRow& row, std::vector<st
     const int gpus = base.num_gpus(), cp = base.parallel.cp;
     std::vector<int> tps{base.parallel.tp}, pps{base.parallel.pp};
     if (is_free("tp")) tps = divisors(base.cluster.gpus_per_node, base.cluster.gpus_per_node);
-    if (is_free("pp")) pps = divisors(m.layers, gpus);
+    if (is_free("pp")) pps = model::pipeline_depths(m.layers, gpus);
     std::vector<std::pair<int, int>> cands;
     for (int tp : tps)
         for (int pp : pps) {
@@ -115,15 +115,18 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     model::Plan best = choose_blank_degrees(row, choices, still_defaulted);
     if (defaulted != nullptr) *defaulted = still_defaulted;
     const model::Plan chosen = best;
-    const bool vp_blank =
-        row.vp_cell_blank && chosen.parallel.pp > 1 && model::framework_profile(row.framework).tune_blank_vp;
+    const auto fw = model::framework_profile(row.framework);
+    const bool vp_blank = row.vp_cell_blank && chosen.parallel.pp > 1 && fw.tune_blank_vp;
+    // A framework that splits the batch into one micro-batch per pipeline stage by default (the
+    // whole batch at once without pipelining) rather than a tuned size.
+    const bool per_stage_mb = row.micro_batch_blank && fw.microbatch_per_stage;
     if (!row.micro_batch_blank && !row.recompute_blank && !vp_blank) return best;
     // A published benchmark was tuned: among the micro-batch sizes that divide the per-rank batch
     // (blank micro_batch) and the recompute policies (blank recompute, cheapest first), take the
     // plan that fits in memory with the highest throughput.
     const int per_rank = chosen.training.global_batch / chosen.parallel.dp;
     std::vector<int> mbs{chosen.training.micro_batch};
-    if (row.micro_batch_blank) {
+    if (row.micro_batch_blank && !per_stage_mb) {
         mbs.clear();
         for (int m = 1; m <= std::min(per_rank, 16); ++m)
             if (per_rank % m == 0) mbs.push_back(m);
@@ -143,9 +146,6 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
         vps = model::interleavings(chosen.model.layers, chosen.parallel.pp);
         if (vps.empty()) vps.push_back(1);
     }
-    // A framework that splits the batch into one micro-batch per pipeline stage by default (the
-    // whole batch at once without pipelining).
-    const bool per_stage_mb = row.micro_batch_blank && model::framework_profile(row.framework).microbatch_per_stage;
     if (per_stage_mb) {
         mbs.clear();
         for (int v : vps) {
