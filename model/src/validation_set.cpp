@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <fstream>
@@ -43,6 +44,15 @@ bool nemo_1_era(const std::string& fw) {
     const auto v = version_after(fw, "nemo");
     if (!v) return false;
     return v->first < 24 || (v->first == 24 && v->second <= 7);
+}
+// A framework name or GPU id as matched: lower case, '_' and ' ' read as '-' ("NeMo 24.07" ->
+// "nemo-24.07", "H100_SXM" -> "h100-sxm").
+std::string canonical_name(std::string s) {
+    for (char& c : s) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (c == '_' || c == ' ') c = '-';
+    }
+    return s;
 }
 // `fw` names `family`, bare or followed by "-<release>" ("nemo", "nemo-24.07").
 bool in_family(const std::string& fw, std::string_view family) {
@@ -127,12 +137,11 @@ void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
 FrameworkProfile framework_profile(const std::string& written) {
     FrameworkProfile f;
     f.name = written;
-    // Names are matched case-blind, with '_' and ' ' read as '-' ("NeMo 24.07", "llm_foundry").
-    std::string fw = written;
-    for (char& c : fw) {
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        if (c == '_' || c == ' ') c = '-';
-    }
+    const std::string fw = canonical_name(written);
+    // The families in framework_families() are the known ones; the Megatron-Core defaults stand
+    // in for the others.
+    const auto& families = framework_families();
+    f.known = std::any_of(families.begin(), families.end(), [&](const std::string& fam) { return in_family(fw, fam); });
     if (in_family(fw, "megatron-lm-2021")) {
         // Narayanan et al. SC'21: PTD-P without a distributed optimizer; the data-parallel
         // all-reduce ran after the backward pass (Megatron-LM 2021 DDP, no overlap).
@@ -293,7 +302,6 @@ FrameworkProfile framework_profile(const std::string& written) {
             "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
             "grad reduce / param gather, TP comm overlap, FP8 primary weights in FP8";
     } else {
-        f.known = in_family(fw, "megatron-core");
         f.why =
             f.known
                 ? "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default"
@@ -410,13 +418,10 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         r.source_group = cell("source_group");
         r.source = cell("source");
         r.gpu = cell("gpu");
-        // A profile id (not a path) is matched case-blind with '_' as '-': "H100-SXM", "h100_sxm".
+        // A profile id (not a path) is matched as a canonical name: "H100-SXM", "h100_sxm".
         if (r.gpu.find('/') == std::string::npos && !r.gpu.ends_with(".yaml")) {
             const std::string written = r.gpu;
-            for (char& c : r.gpu) {
-                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-                if (c == '_') c = '-';
-            }
+            r.gpu = canonical_name(written);
             if (r.gpu != written) r.choices.push_back(fmt::format("gpu={} (written '{}')", r.gpu, written));
         }
         r.framework = cell("framework");
