@@ -541,10 +541,11 @@ TEST_CASE("FSDP under pipelining keeps its gathered weights through the step", "
     CHECK_FALSE(check_layout(plan).empty());
 }
 
-TEST_CASE("the loss: Megatron's in-place cross-entropy or PyTorch's on FP32 logits", "[workload][memory]") {
+TEST_CASE("the loss: Megatron's in-place cross-entropy, PyTorch's on FP32 logits or a fused kernel", "[workload][memory]") {
     // Per logit: Megatron 38 B forward, 14 backward, 6 held (BF16 logits + one FP32 softmax);
     // PyTorch 22 and 22, 14 held (BF16 logits, FP32 log-softmax, the loss's dense gradient and
-    // the log-softmax input gradient).
+    // the log-softmax input gradient); a fused kernel on the BF16 logits 2 and 4, 4 held (the
+    // logits and their gradient).
     auto plan = llama_plan(8);
     const double per_mb = 2048.0 * 32000.0; // logits of one micro-batch: tokens x vocab
     const auto mg = build_workload(plan);
@@ -556,4 +557,9 @@ TEST_CASE("the loss: Megatron's in-place cross-entropy or PyTorch's on FP32 logi
     CHECK(sum_bytes(pt, "cross_entropy") == Approx(22 * per_mb));
     CHECK(sum_bytes(pt, "cross_entropy_bwd") == Approx(22 * per_mb));
     CHECK(stage_memory(plan, 0).activations.value() - mg_act == Approx(8 * per_mb));
+    plan.parallel.cross_entropy = CrossEntropy::fused;
+    const auto fu = build_workload(plan);
+    CHECK(sum_bytes(fu, "cross_entropy") == Approx(2 * per_mb));
+    CHECK(sum_bytes(fu, "cross_entropy_bwd") == Approx(4 * per_mb));
+    CHECK(stage_memory(plan, 0).activations.value() - mg_act == Approx(-2 * per_mb));
 }

@@ -178,6 +178,12 @@ TEST_CASE("framework profiles follow the release named in the framework column",
     CHECK(tt.parallel.elementwise == trainsim::model::Elementwise::eager);
     CHECK(tt.parallel.cross_entropy == trainsim::model::CrossEntropy::pytorch);
     CHECK(framework_profile("nemo").parallel.cross_entropy == trainsim::model::CrossEntropy::megatron);
+    // llm-foundry: MPT's default loss is flash-attn's fused kernel; FSDP's SHARD_GRAD_OP gathers
+    // in each block's pre-forward, not prefetched (as its FULL_SHARD gathers).
+    const auto lf = framework_profile("llm-foundry");
+    CHECK(lf.parallel.cross_entropy == trainsim::model::CrossEntropy::fused);
+    CHECK_FALSE(lf.parallel.overlap_param_gather);
+    CHECK_FALSE(lf.parallel.fsdp_prefetch);
     CHECK(framework_profile("torchtitan-compile").parallel.elementwise == trainsim::model::Elementwise::fused);
     CHECK_FALSE(framework_profile("torchtitanic").known);
     for (const auto& family : trainsim::model::framework_families()) {

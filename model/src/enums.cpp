@@ -88,7 +88,12 @@ std::string to_string(Elementwise v) {
 }
 
 std::string to_string(CrossEntropy v) {
-    return v == CrossEntropy::megatron ? "megatron" : "pytorch";
+    switch (v) {
+    case CrossEntropy::megatron: return "megatron";
+    case CrossEntropy::pytorch: return "pytorch";
+    case CrossEntropy::fused: return "fused";
+    }
+    return "?";
 }
 
 std::string to_string(AttentionImpl v) {

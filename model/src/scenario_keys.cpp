@@ -121,9 +121,10 @@ std::vector<KeySpec> make_table() {
                "Element-wise ops (norms, RoPE, activation): fused kernels (Transformer Engine / Apex, torch.compile) "
                "or PyTorch eager, one kernel and memory pass per op (RMSNorm in FP32, RoPE as a complex multiply, "
                "GQA keys and values repeated)"),
-        one_of("parallel.cross_entropy", spellings<CrossEntropy>(2), "megatron",
+        one_of("parallel.cross_entropy", spellings<CrossEntropy>(3), "megatron",
                "The loss: megatron (vocab-parallel, in place over one FP32 copy of the logits: 38 + 14 B per logit, "
-               "6 B held) or pytorch (F.cross_entropy on FP32 logits: 22 + 22 B per logit, 14 B held)"),
+               "6 B held), pytorch (F.cross_entropy on FP32 logits: 22 + 22 B per logit, 14 B held) or fused "
+               "(flash-attn's kernel on the BF16 logits: 2 + 4 B per logit, 4 B held)"),
         one_of("parallel.order", spellings<RankOrder>(6), "tp-cp-dp-pp",
                "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",

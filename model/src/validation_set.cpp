@@ -231,8 +231,9 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.parallel.sequence_parallel = false;
         f.parallel.attention = AttentionImpl::triton;
         f.parallel.fused_optimizer = false; // Composer's DecoupledAdamW runs PyTorch's foreach update
-        // The loss stays the fused kind: the MPT benchmark recipes run flash-attn's fused
-        // cross-entropy (loss_fn: fused_crossentropy), which writes its gradient in place.
+        // The loss: ComposerMPTCausalLM's loss_fn defaults to 'fused_crossentropy', flash-attn's
+        // CrossEntropyLoss on the BF16 logits (llm-foundry llmfoundry/models/mpt/modeling_mpt.py).
+        f.parallel.cross_entropy = CrossEntropy::fused;
         // FSDP gathers not overlapped with compute. PyTorch FSDP (v1) runs all-gathers and
         // reduce-scatters serially on one NCCL stream, so without explicit backward prefetch
         // there is "0 overlap" in backward (PyTorch docs, notes/fsdp.rst "FSDP Prefetch
@@ -242,9 +243,13 @@ FrameworkProfile framework_profile(const std::string& written) {
         // tables (3B-70B, 8-512 GPUs, A100 and H100) lose per micro-batch about the whole FSDP
         // communication time, which is what this setting models (docs/accuracy.md).
         f.parallel.fsdp_prefetch = false;
+        // SHARD_GRAD_OP (zero2 in the schema) gathers a block's parameters in its pre-forward hook
+        // the same way, without prefetch, and keeps them through backward: the gathers are not
+        // overlapped with compute either.
+        f.parallel.overlap_param_gather = false;
         f.why = "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, gathers not overlapped with compute; "
-                "MPT's ALiBi attention runs the Triton flash-attention kernel (attn_impl: triton); PyTorch foreach "
-                "AdamW";
+                "the Triton flash-attention kernel (the benchmark script's attn_impl: triton); flash-attn's fused "
+                "cross-entropy; PyTorch foreach AdamW";
     } else if (in_family(fw, "torchtitan")) {
         // torchtitan (PyTorch-native: FSDP2 + DTensor TP, torch.distributed.pipelining), its
         // late-2024 defaults (torchtitan/config_manager.py, train_configs/llama3_*.toml):

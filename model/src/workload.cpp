@@ -435,9 +435,17 @@ private:
         // (the row read for its max, for its sum of exponentials and to write the output: 12 + 4)
         // = 22 B; backward: the loss's dense gradient (write 4), the log-softmax backward (read the
         // gradient and the output, write 4 + 4 + 4) and the cast back (read 4, write 2) = 22 B.
-        const bool pytorch = p_.cross_entropy == CrossEntropy::pytorch;
-        H.loss = memory("cross_entropy", Td * vd * (pytorch ? 22.0 : 38.0));
-        H.loss_bwd = memory("cross_entropy_bwd", Td * vd * (pytorch ? 22.0 : 14.0));
+        // A fused kernel on the BF16 logits (flash-attn's CrossEntropyLoss, flash_attn/ops/triton/
+        // cross_entropy.py; apex xentropy before it): forward reads each logit once for the
+        // log-sum-exp and the loss (2 B), backward reads it and writes its gradient (4 B).
+        struct LossBytes {
+            double fwd, bwd;
+        };
+        const LossBytes lb = p_.cross_entropy == CrossEntropy::pytorch ? LossBytes{22.0, 22.0}
+                             : p_.cross_entropy == CrossEntropy::fused ? LossBytes{2.0, 4.0}
+                                                                       : LossBytes{38.0, 14.0};
+        H.loss = memory("cross_entropy", Td * vd * lb.fwd);
+        H.loss_bwd = memory("cross_entropy_bwd", Td * vd * lb.bwd);
     }
 
     // ---------- per-stage program ----------

@@ -41,9 +41,10 @@ enum class SelectiveRecompute { attention, alternate_matmuls };
 // Engine / Apex, or torch.compile), or PyTorch eager, one kernel and memory pass per op.
 enum class Elementwise { fused, eager };
 // The loss over the vocabulary: Megatron's vocab-parallel cross-entropy (in place over one FP32
-// copy of the logits) or PyTorch's F.cross_entropy on FP32 logits (log-softmax kept for
-// backward, a dense gradient of the loss).
-enum class CrossEntropy { megatron, pytorch };
+// copy of the logits), PyTorch's F.cross_entropy on FP32 logits (log-softmax kept for backward,
+// a dense gradient of the loss), or a fused kernel over the BF16 logits (flash-attn's
+// CrossEntropyLoss: one pass forward, one read and one write backward).
+enum class CrossEntropy { megatron, pytorch, fused };
 // How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
 // context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
 // tp-cp-dp-pp: TP inside a node, then CP and DP, pipeline stages outermost.
