@@ -186,6 +186,13 @@ TEST_CASE("framework profiles follow the release named in the framework column",
     CHECK_FALSE(lf.parallel.fsdp_prefetch);
     CHECK(framework_profile("torchtitan-compile").parallel.elementwise == trainsim::model::Elementwise::fused);
     CHECK_FALSE(framework_profile("torchtitanic").known);
+    CHECK_FALSE(framework_profile("nemotron-trainer").known);
+    // A remark after the family name, behind any separator, still names the family.
+    const auto remark = framework_profile("llm-foundry/composer (MosaicML platform, 2023)");
+    CHECK(remark.known);
+    CHECK(remark.parallel.cross_entropy == trainsim::model::CrossEntropy::fused);
+    CHECK(framework_profile("DeepSpeed 0.5.4 (ZeRO-3)").precision == trainsim::model::Precision::fp16);
+    CHECK(framework_profile("megatron-core").precision == trainsim::model::Precision::bf16);
     for (const auto& family : trainsim::model::framework_families()) {
         CAPTURE(family);
         CHECK(framework_profile(family).known);
@@ -316,6 +323,36 @@ TEST_CASE("a blank degree is derived from the GPU count when it is the only one"
     CHECK(pp_cp[0].plan.parallel.pp == 4);
     CHECK(pp_cp[0].plan.parallel.cp == 1);
     CHECK(pp_cp[0].defaulted_degrees.empty());
+}
+
+TEST_CASE("blank heads, ffn and precision take the conventions and the framework's default, said", "[validate]") {
+    // Row 1: GPT-1.7B (hidden 2304, 24 heads of 96, ffn 9216 = 4h), Megatron-LM 2021 in FP16.
+    // Row 42: Llama-2 70B (hidden 8192, 64 heads of 128, SwiGLU), NeMo 24.07 in FP8.
+    // Columns: 6: heads, 7: kv_heads, 8: ffn, 24: precision.
+    const auto [header, row1] = dev_row("1");
+    const auto [header42, row42] = dev_row("42");
+    REQUIRE(!row1.empty());
+    REQUIRE(!row42.empty());
+    const auto rows = load_lines(header, {with_cell(with_cell(with_cell(with_cell(row1, 6, ""), 7, ""), 8, ""), 24, ""),
+                                          with_cell(with_cell(row42, 8, ""), 24, "")});
+    REQUIRE(rows.size() == 2);
+    for (const auto& r : rows) CHECK(r.skip_reason.empty());
+    // 2304 / 128 heads; Megatron-LM's 4h for a 2-matrix MLP; the SC'21 runs' FP16.
+    CHECK(rows[0].plan.model.heads == 18);
+    CHECK(rows[0].plan.model.head_dim == 128);
+    CHECK(rows[0].plan.model.ffn == 4 * 2304);
+    CHECK(rows[0].plan.precision == trainsim::model::Precision::fp16);
+    // SwiGLU: two thirds of 4h rounded down to a multiple of 64 (21845 -> 21824); NeMo: BF16.
+    CHECK(rows[1].plan.model.ffn == 21824);
+    CHECK(rows[1].plan.precision == trainsim::model::Precision::bf16);
+    auto said = [](const trainsim::model::ValidationRow& r, const std::string& what) {
+        return std::any_of(r.choices.begin(), r.choices.end(),
+                           [&](const std::string& c) { return c.starts_with(what); });
+    };
+    CHECK(said(rows[0], "heads=18 (blank"));
+    CHECK(said(rows[0], "ffn=9216 (blank"));
+    CHECK(said(rows[0], "precision=fp16 (blank"));
+    CHECK(said(rows[1], "precision=bf16 (blank"));
 }
 
 TEST_CASE("a row whose blanks leave it unsimulable is skipped with the reason, the file still read", "[validate]") {

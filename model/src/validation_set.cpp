@@ -54,10 +54,11 @@ std::string canonical_name(std::string s) {
     }
     return s;
 }
-// `fw` names `family`, bare or followed by "-<release>" ("nemo", "nemo-24.07").
+// `fw` names `family`, bare or followed by a release or a remark after a separator ("nemo",
+// "nemo-24.07", "llm-foundry/composer"): any character but a letter or digit ends the name.
 bool in_family(const std::string& fw, std::string_view family) {
-    return fw == family ||
-           (fw.size() > family.size() && fw.compare(0, family.size(), family) == 0 && fw[family.size()] == '-');
+    return fw == family || (fw.size() > family.size() && fw.compare(0, family.size(), family) == 0 &&
+                            std::isalnum(static_cast<unsigned char>(fw[family.size()])) == 0);
 }
 } // namespace
 
@@ -153,6 +154,7 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.parallel.overlap_p2p = false;
         f.parallel.attention = AttentionImpl::unfused;
         f.parallel.dropout = true;
+        f.precision = Precision::fp16; // the SC'21 runs: "mixed precision (FP16)"
         f.why = "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP, unfused "
                 "attention (fused scale-mask-softmax), dropout 0.1";
     } else if (in_family(fw, "megatron-lm-2022")) {
@@ -164,6 +166,7 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.parallel.overlap_p2p = false;
         f.parallel.attention = AttentionImpl::unfused;
         f.parallel.dropout = true;
+        f.precision = Precision::fp16; // Korthikanti et al. 2022 trained in FP16 mixed precision
         f.why = "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped, unfused "
                 "attention, dropout 0.1";
     } else if (in_family(fw, "deepspeed")) {
@@ -186,6 +189,7 @@ FrameworkProfile framework_profile(const std::string& written) {
         // are gathered on each pass, one module at a time.
         f.parallel.fsdp_fetch = FsdpFetch::module;
         if (deepspeed_2021_era(fw)) {
+            f.precision = Precision::fp16; // ZeRO-3 / ZeRO-Infinity GPT runs of 2021: FP16 with loss scaling
             // Until PR #1453 (merged October 2021) the module trace that drives both the
             // prefetcher and the reuse distance was off by one step: "a pre sub module hook is
             // executing before the pre module hook ... step ids ... off by 1, which was causing
@@ -446,11 +450,15 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         m.source = r.source;
         m.layers = integer("layers", true, 1);
         m.hidden = integer("hidden", true, 1);
-        m.heads = integer("heads", true, 1);
+        // Blank heads: 128-wide heads, the head size of GPT-3's 6.7B and larger, Megatron's GPT
+        // recipes and the Llama family.
+        constexpr int kDefaultHeadDim = 128;
+        m.heads = integer("heads", false, std::max(1, m.hidden / kDefaultHeadDim));
+        if (cell("heads").empty())
+            r.choices.push_back(fmt::format("heads={} (blank: {}-wide heads)", m.heads, kDefaultHeadDim));
         m.kv_heads = integer("kv_heads", false, m.heads);
         if (cell("kv_heads").empty()) r.choices.push_back("kv_heads = heads (blank: multi-head attention)");
         m.head_dim = m.heads > 0 ? m.hidden / m.heads : 1;
-        m.ffn = integer("ffn", true, 1);
         m.vocab = integer("vocab", true, 1);
         if (auto t = enum_value<FfnType>(cell("ffn_type"),
                                          {{"swiglu", FfnType::swiglu}, {"gelu", FfnType::gelu}, {"relu2", FfnType::relu2}}))
@@ -460,6 +468,15 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         else
             diags.push_back({fname, start, column_of("ffn_type"), "ffn_type",
                              fmt::format("'{}' is not one of swiglu, gelu, relu2", cell("ffn_type"))});
+        // Blank ffn: Megatron-LM's default width (arguments.py): 4 x hidden; with SwiGLU two
+        // thirds of it, rounded down to a multiple of 64, so the gated MLP keeps the parameters
+        // of the 4h one.
+        const int default_ffn =
+            m.ffn_type == FfnType::swiglu ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden;
+        m.ffn = integer("ffn", false, std::max(1, default_ffn));
+        if (cell("ffn").empty() && !cell("ffn_type").empty())
+            r.choices.push_back(fmt::format("ffn={} (blank: Megatron-LM's default width for {})", m.ffn,
+                                            cell("ffn_type")));
 
         p.training.seq_len = integer("seq_len", true, 1);
         p.training.global_batch = integer("global_batch", true, 1);
@@ -529,9 +546,12 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             r.recompute_blank = true;
         }
         if (auto pr = enum_value<Precision>(cell("precision"),
-                                            {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}}))
+                                            {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}})) {
             p.precision = *pr;
-        else
+        } else if (cell("precision").empty()) {
+            p.precision = fw.precision;
+            r.choices.push_back(fmt::format("precision={} (blank: {})", to_string(p.precision), fw.name));
+        } else
             diags.push_back({fname, start, column_of("precision"), "precision",
                              fmt::format("'{}' is not one of bf16, fp16, fp8", cell("precision"))});
         // The framework's behaviours; the layout columns were read above (blank ones as it would).

@@ -47,6 +47,9 @@ struct FrameworkProfile {
     // recompute; sequence_parallel meaning "when tp > 1") and every behaviour listed in
     // apply_framework_profile. The Parallel defaults are a well-tuned Megatron-Core stack.
     Parallel parallel = default_behaviours();
+    // The precision a row runs in when its precision cell is blank: BF16 mixed precision, the
+    // default of the stacks since Ampere; FP16 for the 2021-22 Megatron and DeepSpeed recipes.
+    Precision precision = Precision::bf16;
     // Element-wise ops fused in FP8 training even where the framework runs eager otherwise
     // (torchao float8 is run under torch.compile).
     bool fused_in_fp8 = false;
