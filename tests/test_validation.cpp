@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 namespace {
 // The ratchet: the dev-set figures reached (docs/accuracy.md) plus a small margin. Lower them
 // when the model improves; never raise them to let a change through.
-constexpr double kMaxMape = 6.9;      // reached 6.6
-constexpr double kMaxMedian = 4.9;    // reached 4.6
+constexpr double kMaxMape = 6.9;      // reached 6.6; 6.8 since llm-foundry's loss is the fused kernel it runs
+constexpr double kMaxMedian = 4.9;    // reached 4.6; 4.8 since then
 constexpr double kMaxWorstRow = 28.5; // reached 27.3 (row 27)
 // The same for the held-out torchtitan rows (tests/data/published-torchtitan.csv): published
 // measurements of a stack the dev set does not hold, none used to set a constant.
@@ -34,6 +34,10 @@ constexpr double kMaxHeldOutWorst = 22.5; // reached 21.3 (CP 8 at 262k tokens)
 // Held out and not worked on: NeMo's H100 tables outside the dev set (tests/data/published-nemo-h100.csv).
 constexpr double kMaxNemoHeldOutMape = 12.5;  // reached 11.8
 constexpr double kMaxNemoHeldOutWorst = 27.0; // reached 25.6 (LLAMA2-7B at 64k tokens, CP 2)
+// The llm-foundry tables' rows outside the dev set (tests/data/published-llm-foundry.csv, 196 rows:
+// MPT 125M-70B on 8-512 A100 40GB / 80GB and H100).
+constexpr double kMaxFoundryHeldOutMape = 9.8;   // reached 9.3
+constexpr double kMaxFoundryHeldOutWorst = 37.5; // reached 36.2 (MPT-760m on 8 A100 80GB at 512 tokens)
 
 fs::path dev_set() {
     if (const char* env = std::getenv("TRAINSIM_VALIDATION_CSV"); env != nullptr && *env != '\0') return env;
@@ -129,6 +133,10 @@ TEST_CASE("held-out torchtitan measurements: every row simulated, MAPE ratchet",
 TEST_CASE("held-out NeMo / Megatron-Bridge H100 measurements: every row simulated, MAPE ratchet",
           "[validate][accuracy]") {
     check_held_out("published-nemo-h100.csv", 16, kMaxNemoHeldOutMape, kMaxNemoHeldOutWorst);
+}
+
+TEST_CASE("held-out llm-foundry measurements: every row simulated, MAPE ratchet", "[validate][accuracy]") {
+    check_held_out("published-llm-foundry.csv", 196, kMaxFoundryHeldOutMape, kMaxFoundryHeldOutWorst);
 }
 
 TEST_CASE("framework profiles follow the release named in the framework column", "[validate]") {
