@@ -251,7 +251,7 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
             const auto& run = e.run;
             r.predicted = e.tokens_per_s_per_gpu / run.overhead_factor;
             r.choices.push_back(fmt::format(
-                "end_to_end: steady {:.0f} tokens/s/GPU / {:.4f} (run model with default run settings: a {:.0f} s "
+                "end_to_end: steady {:.0f} tokens/s/GPU / {:.4f} (run model with default run settings: a {:.2g} s "
                 "checkpoint write every {:.0f} min, cluster MTBF {:.1f} h, {:.0f} min per restart)",
                 e.tokens_per_s_per_gpu, run.overhead_factor, run.checkpoint_write_s, run.checkpoint_interval_s / 60.0,
                 run.cluster_mtbf_s / 3600.0, run.restart_s / 60.0));
