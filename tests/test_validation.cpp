@@ -32,7 +32,7 @@ constexpr double kMaxWorstRow = 28.5; // reached 27.3 (row 27)
 constexpr double kMaxHeldOutMape = 9.0;   // reached 8.4
 constexpr double kMaxHeldOutWorst = 22.5; // reached 21.3 (CP 8 at 262k tokens)
 // Held out and not worked on: NeMo's H100 tables outside the dev set (tests/data/published-nemo-h100.csv).
-constexpr double kMaxNemoHeldOutMape = 12.5;  // reached 11.8
+constexpr double kMaxNemoHeldOutMape = 10.0;  // reached 11.8 on 16 rows; 9.5 with 8 rows of NeMo 25.02-26.06
 constexpr double kMaxNemoHeldOutWorst = 27.0; // reached 25.6 (LLAMA2-7B at 64k tokens, CP 2)
 // The llm-foundry tables' rows outside the dev set (tests/data/published-llm-foundry.csv, 196 rows:
 // MPT 125M-70B on 8-512 A100 40GB / 80GB and H100).
@@ -137,7 +137,7 @@ TEST_CASE("held-out torchtitan measurements: every row simulated, MAPE ratchet",
 
 TEST_CASE("held-out NeMo / Megatron-Bridge H100 measurements: every row simulated, MAPE ratchet",
           "[validate][accuracy]") {
-    check_held_out("published-nemo-h100.csv", 16, kMaxNemoHeldOutMape, kMaxNemoHeldOutWorst);
+    check_held_out("published-nemo-h100.csv", 24, kMaxNemoHeldOutMape, kMaxNemoHeldOutWorst);
 }
 
 TEST_CASE("held-out llm-foundry measurements: every row simulated, MAPE ratchet", "[validate][accuracy]") {
