@@ -372,6 +372,25 @@ TEST_CASE("blank heads, ffn and precision take the conventions and the framework
     CHECK(said(rows[1], "precision=bf16 (blank"));
 }
 
+TEST_CASE("a global batch that is no whole number of micro-batches per rank is simulated at the nearest that is",
+          "[validate]") {
+    // Row 93: MPT-7b on 8 H100, micro-batch 6, global batch 48 (22: global_batch). 50 and 20 are
+    // not multiples of 6 x 8: the nearest multiple, at least one micro-batch per rank.
+    const auto [header, row93] = dev_row("93");
+    REQUIRE(!row93.empty());
+    const auto rows = load_lines(header, {with_cell(row93, 22, "50"), with_cell(row93, 22, "20"), row93});
+    REQUIRE(rows.size() == 3);
+    CHECK(rows[0].plan.training.global_batch == 48);
+    CHECK(rows[1].plan.training.global_batch == 48);
+    CHECK(rows[2].plan.training.global_batch == 48);
+    CHECK(std::find(rows[0].choices.begin(), rows[0].choices.end(),
+                    "global_batch=48 (written 50: not a whole number of micro-batches of 6 on 8 data-parallel ranks; "
+                    "the nearest that is)") != rows[0].choices.end());
+    const auto rep = trainsim::sim::validate_rows(rows, "", 1);
+    CHECK(rep.skipped == 0);
+    CHECK(rep.rows[0].predicted == Approx(rep.rows[2].predicted));
+}
+
 TEST_CASE("a row whose blanks leave it unsimulable is skipped with the reason, the file still read", "[validate]") {
     const auto [header, row42] = dev_row("42");
     REQUIRE(!row42.empty());

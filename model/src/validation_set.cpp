@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <charconv>
 #include <fstream>
@@ -517,6 +518,20 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         }
         if (auto mb = num("micro_batch", false)) {
             p.training.micro_batch = static_cast<int>(*mb);
+            // A global batch that is not a whole number of micro-batches on every data-parallel
+            // rank (Composer splits 48 into 11, 11, 11, 11, 4): simulated at the nearest whole
+            // number, at least one micro-batch per rank, since tokens/s/GPU hardly depends on the
+            // count. Megatron and NeMo refuse such a batch; a source that reports one ran it.
+            const long per_step = static_cast<long>(p.training.micro_batch) * par.dp;
+            const int written = p.training.global_batch;
+            if (per_step > 0 && written > 0 && written % per_step != 0 && r.defaulted_degrees.empty()) {
+                const long steps = std::max(1L, std::lround(static_cast<double>(written) / static_cast<double>(per_step)));
+                p.training.global_batch = static_cast<int>(steps * per_step);
+                r.choices.push_back(fmt::format(
+                    "global_batch={} (written {}: not a whole number of micro-batches of {} on {} data-parallel ranks; "
+                    "the nearest that is)",
+                    p.training.global_batch, written, p.training.micro_batch, par.dp));
+            }
         } else {
             p.training.micro_batch = 1;
             r.micro_batch_blank = true;
