@@ -391,6 +391,40 @@ TEST_CASE("a global batch that is no whole number of micro-batches per rank is s
     CHECK(rep.rows[0].predicted == Approx(rep.rows[2].predicted));
 }
 
+TEST_CASE("spreadsheet habits are read as the schema means them: BOM, CRLF, padded cells, case", "[validate]") {
+    // Row 42 (Llama-2 70B, NeMo 24.07, FP8, SP on) written as a spreadsheet export would: a UTF-8
+    // byte-order mark, CRLF line ends, padded cells, "FP8", "True", "Step", "Dist-Opt".
+    const auto [header, row42] = dev_row("42");
+    REQUIRE(!row42.empty());
+    const auto padded = with_cell(with_cell(with_cell(with_cell(with_cell(row42, 24, " FP8 "), 19, "True"), 26, "Step"),
+                                            20, "Dist-Opt"),
+                                  14, " 4");
+    const auto tmp = fs::temp_directory_path() / ("trainsim-validate-bom-" + std::to_string(::getpid()) + ".csv");
+    {
+        std::ofstream out(tmp, std::ios::binary);
+        out << "\xEF\xBB\xBF" << header << "\r\n" << padded << "\r\n" << row42 << "\r\n";
+    }
+    const auto rows = trainsim::model::load_validation_csv(tmp, TRAINSIM_TEST_DATA_DIR);
+    fs::remove(tmp);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0].skip_reason.empty());
+    CHECK(rows[0].id == "42");
+    CHECK(rows[0].kind == "step");
+    CHECK(rows[0].plan.precision == rows[1].plan.precision);
+    CHECK(rows[0].plan.parallel.sequence_parallel == rows[1].plan.parallel.sequence_parallel);
+    CHECK(rows[0].plan.parallel.sharding == trainsim::model::Sharding::dist_opt);
+    CHECK(rows[0].plan.parallel.tp == rows[1].plan.parallel.tp);
+    // A sequence_parallel cell that is neither true nor false stops the file at its cell.
+    try {
+        (void)load_lines(header, {with_cell(row42, 19, "maybe")});
+        FAIL("expected a ScenarioError");
+    } catch (const trainsim::model::ScenarioError& e) {
+        REQUIRE(e.diagnostics().size() == 1);
+        CHECK(e.diagnostics()[0].key == "sequence_parallel");
+        CHECK(e.diagnostics()[0].col == 20);
+    }
+}
+
 TEST_CASE("a row whose blanks leave it unsimulable is skipped with the reason, the file still read", "[validate]") {
     const auto [header, row42] = dev_row("42");
     REQUIRE(!row42.empty());

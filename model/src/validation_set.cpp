@@ -322,6 +322,13 @@ FrameworkProfile framework_profile(const std::string& written) {
 
 namespace {
 
+// Leading and trailing blanks of a cell are not data.
+std::string trimmed(const std::string& s) {
+    const auto first = s.find_first_not_of(" \t");
+    if (first == std::string::npos) return {};
+    return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
 // RFC 4180 record reader: fields separated by commas, optionally quoted with "" escapes; a quoted
 // field may span lines. Returns false at end of input.
 bool read_record(std::istream& in, std::vector<std::string>& fields, int& line) {
@@ -357,6 +364,7 @@ bool read_record(std::istream& in, std::vector<std::string>& fields, int& line) 
     }
     if (!any) return false;
     fields.push_back(std::move(cur));
+    for (auto& f : fields) f = trimmed(f);
     return true;
 }
 
@@ -366,12 +374,15 @@ const std::vector<std::string> kRequired{"id", "source_group", "source", "model"
                                          "global_batch", "recompute", "precision", "framework", "kind",
                                          "tokens_per_s_per_gpu"};
 
+// A cell naming one of `table`'s values, case-blind, '-' and '_' alike ("FP8", "dist-opt").
 template <class T>
 std::optional<T> enum_value(const std::string& s, std::initializer_list<std::pair<const char*, T>> table) {
+    const std::string key = canonical_name(s);
     for (const auto& [name, v] : table)
-        if (s == name) return v;
+        if (key == canonical_name(name)) return v;
     return std::nullopt;
 }
+
 
 } // namespace
 
@@ -382,6 +393,9 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
     std::vector<std::string> header;
     int line = 1;
     if (!read_record(in, header, line)) throw ScenarioError({Diagnostic{fname, 1, 1, "", "the file is empty"}});
+    // A UTF-8 byte-order mark (spreadsheet exports) is not part of the first column's name.
+    if (constexpr std::string_view bom = "\xEF\xBB\xBF"; header.front().starts_with(bom))
+        header.front() = trimmed(header.front().substr(bom.size()));
     std::map<std::string, std::size_t> col;
     for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
     std::vector<Diagnostic> diags;
@@ -435,7 +449,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             if (r.gpu != written) r.choices.push_back(fmt::format("gpu={} (written '{}')", r.gpu, written));
         }
         r.framework = cell("framework");
-        r.kind = cell("kind");
+        r.kind = canonical_name(cell("kind"));
+        std::replace(r.kind.begin(), r.kind.end(), '-', '_'); // "End-to-end" -> end_to_end
         if (r.kind.empty()) {
             r.kind = "step";
             r.choices.push_back("kind=step (blank: a steady-state throughput)");
@@ -541,7 +556,13 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             par.sequence_parallel = par.tp > 1 && fw.parallel.sequence_parallel;
             r.choices.push_back(fmt::format("sequence_parallel={} (blank: {})", par.sequence_parallel, fw.name));
         } else {
-            par.sequence_parallel = cell("sequence_parallel") == "true";
+            const auto sp = enum_value<bool>(cell("sequence_parallel"), {{"true", true}, {"false", false},
+                                                                         {"yes", true}, {"no", false},
+                                                                         {"1", true}, {"0", false}});
+            if (!sp)
+                diags.push_back({fname, start, column_of("sequence_parallel"), "sequence_parallel",
+                                 fmt::format("'{}' is not true or false", cell("sequence_parallel"))});
+            par.sequence_parallel = sp.value_or(false);
         }
         if (auto s = enum_value<Sharding>(cell("sharding"), {{"none", Sharding::none}, {"dist_opt", Sharding::dist_opt},
                                                               {"zero1", Sharding::zero1}, {"zero2", Sharding::zero2},
