@@ -541,7 +541,8 @@ TEST_CASE("FSDP under pipelining keeps its gathered weights through the step", "
     CHECK_FALSE(check_layout(plan).empty());
 }
 
-TEST_CASE("the loss: Megatron's in-place cross-entropy, PyTorch's on FP32 logits or a fused kernel", "[workload][memory]") {
+TEST_CASE("the loss: Megatron's in-place cross-entropy, PyTorch's on FP32 logits or a fused kernel",
+          "[workload][memory]") {
     // Per logit: Megatron 38 B forward, 14 backward, 6 held (BF16 logits + one FP32 softmax);
     // PyTorch 22 and 22, 14 held (BF16 logits, FP32 log-softmax, the loss's dense gradient and
     // the log-softmax input gradient); a fused kernel on the BF16 logits 2 and 4, 4 held (the

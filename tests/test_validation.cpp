@@ -396,9 +396,9 @@ TEST_CASE("spreadsheet habits are read as the schema means them: BOM, CRLF, padd
     // byte-order mark, CRLF line ends, padded cells, "FP8", "True", "Step", "Dist-Opt".
     const auto [header, row42] = dev_row("42");
     REQUIRE(!row42.empty());
-    const auto padded = with_cell(with_cell(with_cell(with_cell(with_cell(row42, 24, " FP8 "), 19, "True"), 26, "Step"),
-                                            20, "Dist-Opt"),
-                                  14, " 4");
+    const auto padded = with_cell(
+        with_cell(with_cell(with_cell(with_cell(row42, 24, " FP8 "), 19, "True"), 26, "Step"), 20, "Dist-Opt"), 14,
+        " 4");
     const auto tmp = fs::temp_directory_path() / ("trainsim-validate-bom-" + std::to_string(::getpid()) + ".csv");
     {
         std::ofstream out(tmp, std::ios::binary);

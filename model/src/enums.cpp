@@ -89,9 +89,12 @@ std::string to_string(Elementwise v) {
 
 std::string to_string(CrossEntropy v) {
     switch (v) {
-    case CrossEntropy::megatron: return "megatron";
-    case CrossEntropy::pytorch: return "pytorch";
-    case CrossEntropy::fused: return "fused";
+        case CrossEntropy::megatron:
+            return "megatron";
+        case CrossEntropy::pytorch:
+            return "pytorch";
+        case CrossEntropy::fused:
+            return "fused";
     }
     return "?";
 }

@@ -8,9 +8,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -252,9 +252,10 @@ FrameworkProfile framework_profile(const std::string& written) {
         // the same way, without prefetch, and keeps them through backward: the gathers are not
         // overlapped with compute either.
         f.parallel.overlap_param_gather = false;
-        f.why = "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, gathers not overlapped with compute; "
-                "the Triton flash-attention kernel (the benchmark script's attn_impl: triton); flash-attn's fused "
-                "cross-entropy; PyTorch foreach AdamW";
+        f.why =
+            "llm-foundry (Composer + PyTorch FSDP): FULL_SHARD, BF16 reduce, gathers not overlapped with compute; "
+            "the Triton flash-attention kernel (the benchmark script's attn_impl: triton); flash-attn's fused "
+            "cross-entropy; PyTorch foreach AdamW";
     } else if (in_family(fw, "torchtitan")) {
         // torchtitan (PyTorch-native: FSDP2 + DTensor TP, torch.distributed.pipelining), its
         // late-2024 defaults (torchtitan/config_manager.py, train_configs/llama3_*.toml):
@@ -383,7 +384,6 @@ std::optional<T> enum_value(const std::string& s, std::initializer_list<std::pai
     return std::nullopt;
 }
 
-
 } // namespace
 
 std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file, const std::filesystem::path& data_dir) {
@@ -487,12 +487,11 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         // Blank ffn: Megatron-LM's default width (arguments.py): 4 x hidden; with SwiGLU two
         // thirds of it, rounded down to a multiple of 64, so the gated MLP keeps the parameters
         // of the 4h one.
-        const int default_ffn =
-            m.ffn_type == FfnType::swiglu ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden;
+        const int default_ffn = m.ffn_type == FfnType::swiglu ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden;
         m.ffn = integer("ffn", false, std::max(1, default_ffn));
         if (cell("ffn").empty() && !cell("ffn_type").empty())
-            r.choices.push_back(fmt::format("ffn={} (blank: Megatron-LM's default width for {})", m.ffn,
-                                            cell("ffn_type")));
+            r.choices.push_back(
+                fmt::format("ffn={} (blank: Megatron-LM's default width for {})", m.ffn, cell("ffn_type")));
 
         p.training.seq_len = integer("seq_len", true, 1);
         p.training.global_batch = integer("global_batch", true, 1);
@@ -540,7 +539,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             const long per_step = static_cast<long>(p.training.micro_batch) * par.dp;
             const int written = p.training.global_batch;
             if (per_step > 0 && written > 0 && written % per_step != 0 && r.defaulted_degrees.empty()) {
-                const long steps = std::max(1L, std::lround(static_cast<double>(written) / static_cast<double>(per_step)));
+                const long steps =
+                    std::max(1L, std::lround(static_cast<double>(written) / static_cast<double>(per_step)));
                 p.training.global_batch = static_cast<int>(steps * per_step);
                 r.choices.push_back(fmt::format(
                     "global_batch={} (written {}: not a whole number of micro-batches of {} on {} data-parallel ranks; "
@@ -556,9 +556,9 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             par.sequence_parallel = par.tp > 1 && fw.parallel.sequence_parallel;
             r.choices.push_back(fmt::format("sequence_parallel={} (blank: {})", par.sequence_parallel, fw.name));
         } else {
-            const auto sp = enum_value<bool>(cell("sequence_parallel"), {{"true", true}, {"false", false},
-                                                                         {"yes", true}, {"no", false},
-                                                                         {"1", true}, {"0", false}});
+            const auto sp = enum_value<bool>(
+                cell("sequence_parallel"),
+                {{"true", true}, {"false", false}, {"yes", true}, {"no", false}, {"1", true}, {"0", false}});
             if (!sp)
                 diags.push_back({fname, start, column_of("sequence_parallel"), "sequence_parallel",
                                  fmt::format("'{}' is not true or false", cell("sequence_parallel"))});
@@ -581,8 +581,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             par.recompute = fw.parallel.recompute;
             r.recompute_blank = true;
         }
-        if (auto pr = enum_value<Precision>(cell("precision"),
-                                            {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}})) {
+        if (auto pr = enum_value<Precision>(
+                cell("precision"), {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}})) {
             p.precision = *pr;
         } else if (cell("precision").empty()) {
             p.precision = fw.precision;
