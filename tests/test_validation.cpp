@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -422,6 +423,27 @@ TEST_CASE("spreadsheet habits are read as the schema means them: BOM, CRLF, padd
         REQUIRE(e.diagnostics().size() == 1);
         CHECK(e.diagnostics()[0].key == "sequence_parallel");
         CHECK(e.diagnostics()[0].col == 20);
+    }
+}
+
+TEST_CASE("a zero, negative or fractional count stops the file at its cell instead of crashing", "[validate]") {
+    // 13: num_gpus, 14: tp, 4: layers, 21: micro_batch, 27: tokens_per_s_per_gpu.
+    const auto [header, row42] = dev_row("42");
+    REQUIRE(!row42.empty());
+    const std::vector<std::tuple<std::size_t, std::string, std::string>> bad{
+        {13, "0", "num_gpus"}, {14, "-2", "tp"}, {4, "2.5", "layers"}, {21, "1.5", "micro_batch"},
+        {27, "0", "tokens_per_s_per_gpu"}};
+    for (const auto& [index, value, key] : bad) {
+        CAPTURE(key, value);
+        try {
+            (void)load_lines(header, {with_cell(row42, index, value)});
+            FAIL("expected a ScenarioError");
+        } catch (const trainsim::model::ScenarioError& e) {
+            REQUIRE(e.diagnostics().size() == 1);
+            CHECK(e.diagnostics()[0].key == key);
+            CHECK(e.diagnostics()[0].line == 2);
+            CHECK(e.diagnostics()[0].col == static_cast<int>(index) + 1);
+        }
     }
 }
 

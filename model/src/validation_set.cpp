@@ -425,15 +425,22 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             }
             double v = 0;
             auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-            if (ec != std::errc() || p != s.data() + s.size() || v < 0) {
-                diags.push_back({fname, start, column_of(k), k, fmt::format("'{}' is not a non-negative number", s)});
+            // Every number of the schema is a count or a rate: zero is as wrong as negative (a
+            // zero GPU count or measured rate has no step time to compare).
+            if (ec != std::errc() || p != s.data() + s.size() || !(v > 0) || !std::isfinite(v)) {
+                diags.push_back({fname, start, column_of(k), k, fmt::format("'{}' is not a positive number", s)});
                 return std::nullopt;
             }
             return v;
         };
         auto integer = [&](const std::string& k, bool required, int fallback) {
             auto v = num(k, required);
-            return v ? static_cast<int>(*v) : fallback;
+            if (!v) return fallback;
+            if (*v != std::floor(*v) || *v > 1e9) {
+                diags.push_back({fname, start, column_of(k), k, fmt::format("'{}' is not a whole number", cell(k))});
+                return fallback;
+            }
+            return static_cast<int>(*v);
         };
 
         ValidationRow r;
@@ -530,8 +537,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             par.dp = derive_dp(gpus, par.tp, par.pp, par.cp);
             r.choices.push_back(fmt::format("dp={} (blank: from the GPU count)", par.dp));
         }
-        if (auto mb = num("micro_batch", false)) {
-            p.training.micro_batch = static_cast<int>(*mb);
+        if (!cell("micro_batch").empty()) {
+            p.training.micro_batch = integer("micro_batch", false, 1);
             // A global batch that is not a whole number of micro-batches on every data-parallel
             // rank (Composer splits 48 into 11, 11, 11, 11, 4): simulated at the nearest whole
             // number, at least one micro-batch per rank, since tokens/s/GPU hardly depends on the
