@@ -430,9 +430,11 @@ TEST_CASE("a zero, negative or fractional count stops the file at its cell inste
     // 13: num_gpus, 14: tp, 4: layers, 21: micro_batch, 27: tokens_per_s_per_gpu.
     const auto [header, row42] = dev_row("42");
     REQUIRE(!row42.empty());
-    const std::vector<std::tuple<std::size_t, std::string, std::string>> bad{
-        {13, "0", "num_gpus"}, {14, "-2", "tp"}, {4, "2.5", "layers"}, {21, "1.5", "micro_batch"},
-        {27, "0", "tokens_per_s_per_gpu"}};
+    const std::vector<std::tuple<std::size_t, std::string, std::string>> bad{{13, "0", "num_gpus"},
+                                                                             {14, "-2", "tp"},
+                                                                             {4, "2.5", "layers"},
+                                                                             {21, "1.5", "micro_batch"},
+                                                                             {27, "0", "tokens_per_s_per_gpu"}};
     for (const auto& [index, value, key] : bad) {
         CAPTURE(key, value);
         try {
