@@ -39,11 +39,11 @@ constexpr double kMaxNemoHeldOutWorst = 27.0; // reached 25.6 (LLAMA2-7B at 64k 
 // MPT 125M-70B on 8-512 A100 40GB / 80GB and H100).
 constexpr double kMaxFoundryHeldOutMape = 9.8;   // reached 9.3
 constexpr double kMaxFoundryHeldOutWorst = 37.5; // reached 36.2 (MPT-760m on 8 A100 80GB at 512 tokens)
-// Other published runs (tests/data/published-other.csv, 30 rows: Llama 3 and LLaMA papers, BLOOM,
-// Nemotron-4 15B, TinyLlama, NVIDIA's MaxText and PAX benchmarks, two whole-run totals), mostly of
-// frameworks without a profile: a regression guard, not a target.
-constexpr double kMaxOtherHeldOutMape = 26.5;  // reached 25.3
-constexpr double kMaxOtherHeldOutWorst = 51.0; // reached 49.9 (SmolLM3 whole run)
+// Other published runs (tests/data/published-other.csv, 36 rows: Llama 3, LLaMA, OPT and MT-NLG
+// papers, BLOOM, Nemotron-4 15B, TinyLlama, NVIDIA's MaxText and PAX benchmarks, four whole-run
+// totals), mostly of frameworks without a profile: a regression guard, not a target.
+constexpr double kMaxOtherHeldOutMape = 33.0;  // reached 31.6
+constexpr double kMaxOtherHeldOutWorst = 89.5; // reached 87.9 (MT-NLG 530B on 420 nodes, read as Megatron-Core)
 
 fs::path dev_set() {
     if (const char* env = std::getenv("TRAINSIM_VALIDATION_CSV"); env != nullptr && *env != '\0') return env;
@@ -146,7 +146,7 @@ TEST_CASE("held-out llm-foundry measurements: every row simulated, MAPE ratchet"
 }
 
 TEST_CASE("held-out measurements of other stacks: every row simulated, MAPE ratchet", "[validate][accuracy]") {
-    check_held_out("published-other.csv", 30, kMaxOtherHeldOutMape, kMaxOtherHeldOutWorst);
+    check_held_out("published-other.csv", 36, kMaxOtherHeldOutMape, kMaxOtherHeldOutWorst);
 }
 
 TEST_CASE("framework profiles follow the release named in the framework column", "[validate]") {
