@@ -11,6 +11,10 @@
 // allowed), fraction ("15%" or 0.15), number (plain), bandwidth (with unit), duration (a wall-clock
 // span with unit: s, min, h, d), enum, model.
 #include "trainsim/model/loader.hpp"
+#include "trainsim/model/validation_set.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string>
 #include <vector>
@@ -99,9 +103,9 @@ std::vector<KeySpec> make_table() {
             "With recompute: full, the layers of each model chunk recomputed, from its first (Megatron "
             "--recompute-method block --recompute-num-layers); the rest keep their activations"),
         key("parallel.framework", "string", "", "",
-            "Framework whose behaviours fill the parallel.* properties not written (megatron-lm-2021, "
-            "megatron-lm-2022, megatron-core, nemo, deepspeed, llm-foundry, optionally -<release>, e.g. "
-            "nemo-24.07, deepspeed-2021; docs/accuracy.md)"),
+            fmt::format("Framework whose behaviours fill the parallel.* properties not written ({}, optionally "
+                        "-<release>, e.g. nemo-24.07, deepspeed-2021; docs/accuracy.md)",
+                        fmt::join(framework_families(), ", "))),
         key("parallel.overlap_grad_reduce", "bool", "", "true",
             "Data-parallel gradient reduction in buckets overlapped with backward"),
         key("parallel.overlap_param_gather", "bool", "", "true",

@@ -68,8 +68,9 @@ bool known_framework(const std::string& fw) {
 }
 
 const std::vector<std::string>& framework_families() {
-    static const std::vector<std::string> families{"megatron-lm-2021", "megatron-lm-2022", "megatron-core", "nemo",
-                                                   "deepspeed",        "llm-foundry",      "torchtitan"};
+    static const std::vector<std::string> families{
+        "megatron-lm-2021", "megatron-lm-2022", "megatron-core", "megatron-deepspeed", "nemo",
+        "deepspeed",        "llm-foundry",      "torchtitan"};
     return families;
 }
 
@@ -156,6 +157,7 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.parallel.attention = AttentionImpl::unfused;
         f.parallel.dropout = true;
         f.precision = Precision::fp16; // the SC'21 runs: "mixed precision (FP16)"
+        f.block_recompute = false;     // --checkpoint-activations recomputed every layer
         f.why = "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP, unfused "
                 "attention (fused scale-mask-softmax), dropout 0.1";
     } else if (in_family(fw, "megatron-lm-2022")) {
@@ -170,6 +172,30 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.precision = Precision::fp16; // Korthikanti et al. 2022 trained in FP16 mixed precision
         f.why = "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped, unfused "
                 "attention, dropout 0.1";
+    } else if (in_family(fw, "megatron-deepspeed")) {
+        // Megatron-DeepSpeed (microsoft/ and bigscience-workshop/Megatron-DeepSpeed): Megatron-LM's
+        // 2021 model code run by DeepSpeed's engines (the MT-NLG 530B and BLOOM-176B runs).
+        f.parallel.sharding = Sharding::none; // ZeRO stage 0 unless its ds_config sets one
+        f.parallel.recompute = Recompute::full;
+        f.block_recompute = false; // --checkpoint-activations: every layer (deepspeed.checkpointing)
+        f.parallel.sequence_parallel = false;
+        // Pipelines run DeepSpeed's PipelineEngine: TrainSchedule is plain 1F1B (no interleaved
+        // schedule in deepspeed/runtime/pipe/schedule.py), its ReduceGrads instruction comes after
+        // the last micro-batch's backward (data-parallel reduction not overlapped), and its
+        // activation sends are blocking send / recv calls (pipe/p2p.py).
+        f.tune_blank_vp = false;
+        f.parallel.overlap_grad_reduce = false;
+        f.parallel.overlap_param_gather = false;
+        f.parallel.overlap_p2p = false;
+        // Megatron's fused scale-mask-softmax attention: FlashAttention is the opt-in
+        // --use-flash-attn (store_true) of later releases. Dropout: Megatron's argument defaults,
+        // --attention-dropout and --hidden-dropout 0.1.
+        f.parallel.attention = AttentionImpl::unfused;
+        f.parallel.dropout = true;
+        f.why =
+            "Megatron-DeepSpeed: Megatron-LM 2021 model code (unfused attention, dropout 0.1, no SP, full "
+            "recompute of every layer) on DeepSpeed's pipeline engine (1F1B, not interleaved; gradients "
+            "reduced after the last micro-batch; blocking pipeline sends)";
     } else if (in_family(fw, "deepspeed")) {
         // DeepSpeed ZeRO-3 with overlap_comm and parameter prefetching (its defaults).
         f.parallel.sharding = Sharding::zero3;

@@ -164,7 +164,7 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
                 p.parallel.vp = v;
                 if (!model::check_layout(p).empty()) continue;
                 // A tuned benchmark that must recompute recomputes as few layers as fit (block recompute).
-                if (row.recompute_blank && rc == model::Recompute::full)
+                if (row.recompute_blank && rc == model::Recompute::full && fw.block_recompute)
                     p.parallel.recompute_layers = model::fewest_recompute_layers(p);
                 const auto e = estimate_plan(p);
                 if (!e.fits) continue;

@@ -60,6 +60,10 @@ struct FrameworkProfile {
     // A blank vp under pipelining: tuned to the best interleaving that fits (Megatron / NeMo
     // benchmarks), or false: the framework's default schedule, not interleaved.
     bool tune_blank_vp = true;
+    // A blank recompute that must recompute may recompute only the first layers of each chunk
+    // (Megatron-LM's --recompute-method block, from 2022), the fewest that fit; false: every
+    // layer, as --checkpoint-activations did before it.
+    bool block_recompute = true;
     std::string why;  // the documentation of these choices
     bool known = true; // false: not a family below; the Megatron-Core defaults stand in
 
