@@ -11,8 +11,8 @@
 //      problems are attached to the place their key was written.
 // Nothing throws until the whole file has been seen; then every problem is thrown together.
 #include "trainsim/model/loader.hpp"
+#include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/layout.hpp"
-#include "trainsim/model/validation_set.hpp"
 
 #include "input_support.hpp"
 

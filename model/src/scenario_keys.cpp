@@ -10,8 +10,8 @@
 // Types: section (a map of keys), list, string, path, int, int|auto, bool, count (SI suffix
 // allowed), fraction ("15%" or 0.15), number (plain), bandwidth (with unit), duration (a wall-clock
 // span with unit: s, min, h, d), enum, model.
+#include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/loader.hpp"
-#include "trainsim/model/validation_set.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
