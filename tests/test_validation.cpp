@@ -244,6 +244,11 @@ TEST_CASE("Megatron-DeepSpeed rows run DeepSpeed's pipeline engine and Megatron-
     // ReduceGrads after the last micro-batch; blocking pipeline sends.
     CHECK_FALSE(ds.parallel.overlap_grad_reduce);
     CHECK_FALSE(ds.parallel.overlap_p2p);
+    // Written the other way round, it is the same family (not DeepSpeed's ZeRO-3 profile).
+    const auto swapped = trainsim::model::framework_profile("DeepSpeed-Megatron");
+    CHECK(swapped.known);
+    CHECK(swapped.parallel.sharding == trainsim::model::Sharding::none);
+    CHECK_FALSE(swapped.tune_blank_vp);
     // The same row as Megatron-Core: the cheapest recompute that fits, as its benchmarks are tuned.
     choices.clear();
     const auto mc = trainsim::sim::tune_blank_cells(rows[1], choices);

@@ -126,7 +126,11 @@ void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
 FrameworkProfile framework_profile(const std::string& written) {
     FrameworkProfile f;
     f.name = written;
-    const std::string fw = canonical_name(written);
+    std::string fw = canonical_name(written);
+    // Megatron-DeepSpeed is also written the other way round; read as a prefix, "deepspeed-megatron"
+    // would name DeepSpeed's ZeRO-3 profile.
+    if (constexpr std::string_view swapped = "deepspeed-megatron"; fw.starts_with(swapped))
+        fw.replace(0, swapped.size(), "megatron-deepspeed");
     // The families in framework_families() are the known ones; the Megatron-Core defaults stand
     // in for the others.
     const auto& families = framework_families();
