@@ -39,6 +39,22 @@ bool in_family(const std::string& fw, std::string_view family) {
     return fw == family || (fw.size() > family.size() && fw.compare(0, family.size(), family) == 0 &&
                             std::isalnum(static_cast<unsigned char>(fw[family.size()])) == 0);
 }
+
+// Megatron-LM's 2021 model code and trainer: no distributed optimizer, full recompute of every
+// layer (--checkpoint-activations; the block method came in 2022), no SP, data-parallel
+// reduction and pipeline sends not overlapped with compute, Megatron's fused scale-mask-softmax
+// attention, and its argument defaults --attention-dropout / --hidden-dropout 0.1.
+void megatron_lm_2021(FrameworkProfile& f) {
+    f.parallel.sharding = Sharding::none;
+    f.parallel.recompute = Recompute::full;
+    f.block_recompute = false;
+    f.parallel.sequence_parallel = false;
+    f.parallel.overlap_grad_reduce = false;
+    f.parallel.overlap_param_gather = false;
+    f.parallel.overlap_p2p = false;
+    f.parallel.attention = AttentionImpl::unfused;
+    f.parallel.dropout = true;
+}
 } // namespace
 
 std::string canonical_name(std::string s) {
@@ -138,16 +154,8 @@ FrameworkProfile framework_profile(const std::string& written) {
     if (in_family(fw, "megatron-lm-2021")) {
         // Narayanan et al. SC'21: PTD-P without a distributed optimizer; the data-parallel
         // all-reduce ran after the backward pass (Megatron-LM 2021 DDP, no overlap).
-        f.parallel.sharding = Sharding::none;
-        f.parallel.recompute = Recompute::full;
-        f.parallel.sequence_parallel = false;
-        f.parallel.overlap_grad_reduce = false;
-        f.parallel.overlap_param_gather = false;
-        f.parallel.overlap_p2p = false;
-        f.parallel.attention = AttentionImpl::unfused;
-        f.parallel.dropout = true;
+        megatron_lm_2021(f);
         f.precision = Precision::fp16; // the SC'21 runs: "mixed precision (FP16)"
-        f.block_recompute = false;     // --checkpoint-activations recomputed every layer
         f.why =
             "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP, unfused "
             "attention (fused scale-mask-softmax), dropout 0.1";
@@ -166,24 +174,15 @@ FrameworkProfile framework_profile(const std::string& written) {
             "attention, dropout 0.1";
     } else if (in_family(fw, "megatron-deepspeed")) {
         // Megatron-DeepSpeed (microsoft/ and bigscience-workshop/Megatron-DeepSpeed): Megatron-LM's
-        // 2021 model code run by DeepSpeed's engines (the MT-NLG 530B and BLOOM-176B runs).
-        f.parallel.sharding = Sharding::none; // ZeRO stage 0 unless its ds_config sets one
-        f.parallel.recompute = Recompute::full;
-        f.block_recompute = false; // --checkpoint-activations: every layer (deepspeed.checkpointing)
-        f.parallel.sequence_parallel = false;
-        // Pipelines run DeepSpeed's PipelineEngine: TrainSchedule is plain 1F1B (no interleaved
-        // schedule in deepspeed/runtime/pipe/schedule.py), its ReduceGrads instruction comes after
-        // the last micro-batch's backward (data-parallel reduction not overlapped), and its
-        // activation sends are blocking send / recv calls (pipe/p2p.py).
+        // 2021 model code run by DeepSpeed's engines (the MT-NLG 530B and BLOOM-176B runs); ZeRO
+        // stage 0 unless its ds_config sets one. FlashAttention is the opt-in --use-flash-attn
+        // (store_true) of later releases. Pipelines run DeepSpeed's PipelineEngine: TrainSchedule
+        // is plain 1F1B (no interleaved schedule in deepspeed/runtime/pipe/schedule.py), its
+        // ReduceGrads instruction comes after the last micro-batch's backward (data-parallel
+        // reduction not overlapped), and its activation sends are blocking send / recv calls
+        // (pipe/p2p.py).
+        megatron_lm_2021(f);
         f.tune_blank_vp = false;
-        f.parallel.overlap_grad_reduce = false;
-        f.parallel.overlap_param_gather = false;
-        f.parallel.overlap_p2p = false;
-        // Megatron's fused scale-mask-softmax attention: FlashAttention is the opt-in
-        // --use-flash-attn (store_true) of later releases. Dropout: Megatron's argument defaults,
-        // --attention-dropout and --hidden-dropout 0.1.
-        f.parallel.attention = AttentionImpl::unfused;
-        f.parallel.dropout = true;
         f.why =
             "Megatron-DeepSpeed: Megatron-LM 2021 model code (unfused attention, dropout 0.1, no SP, full "
             "recompute of every layer) on DeepSpeed's pipeline engine (1F1B, not interleaved; gradients "
