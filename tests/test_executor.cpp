@@ -520,6 +520,21 @@ TEST_CASE("interleaved 1F1B: the bubble shrinks to (p - 1) / v micro-batches wit
     }
 }
 
+TEST_CASE("the scatter/gather all-gather after a pipeline receive is exposed pipeline time", "[executor][pipeline]") {
+    // tp 8 inside each node, pp 2 across two nodes, no SP. With scatter/gather each rank sends
+    // 1/8 of the activation over the network but waits for an NVLink all-gather of all of it
+    // before computing: counted as exposed PP time, and the step's parts still add up.
+    auto plan = test::small_plan(8, 2, 1, 8, 1);
+    plan.parallel.sequence_parallel = false;
+    const auto whole = run(plan);
+    plan.parallel.pp_scatter_gather = true;
+    const auto sg = run(plan);
+    CHECK(sg.breakdown.total() == sg.step_time);
+    CHECK(whole.breakdown.total() == whole.step_time);
+    CHECK(sg.breakdown.tp_exposed == whole.breakdown.tp_exposed);
+    CHECK(sg.breakdown.pp_exposed > Time());
+}
+
 TEST_CASE("blocking pipeline sends never make a step faster", "[executor][pipeline]") {
     // A blocking send waits for its transfer and for the peer to post the matching receive
     // (NCCL send/recv rendezvous), so it can only delay the sender's next kernel.

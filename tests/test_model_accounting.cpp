@@ -564,3 +564,40 @@ TEST_CASE("the loss: Megatron's in-place cross-entropy, PyTorch's on FP32 logits
     CHECK(sum_bytes(fu, "cross_entropy_bwd") == Approx(4 * per_mb));
     CHECK(stage_memory(plan, 0).activations.value() - mg_act == Approx(-2 * per_mb));
 }
+
+TEST_CASE("pipeline activations: split over TP by SP or scatter/gather, else sent whole", "[workload][pipeline]") {
+    // small_plan: 2048 tokens per micro-batch, hidden 2048: a 2-byte activation of 8 MiB.
+    auto plan = trainsim::test::small_plan(8, 2, 1, 4, 1);
+    const double act = 2.0 * 2048 * 2048;
+    auto ops_named = [](const OpGraph& g, const std::string& name) {
+        int n = 0;
+        for (const auto& st : g.stages)
+            for (const auto& op : st.ops)
+                if (g.protos[op.proto].name == name) ++n;
+        return n;
+    };
+    // Sequence parallelism: each TP rank holds and sends its 1/8 of the sequence.
+    const auto sp = build_workload(plan);
+    CHECK(sum_bytes(sp, "recv_act") == Approx(act / 8));
+    CHECK(ops_named(sp, "pp_gather") == 0);
+    // Without it, Megatron-Core sends the whole tensor from every TP rank.
+    plan.parallel.sequence_parallel = false;
+    const auto whole = build_workload(plan);
+    CHECK(sum_bytes(whole, "recv_act") == Approx(act));
+    CHECK(ops_named(whole, "pp_gather") == 0);
+    // Megatron-LM's scatter/gather (SC'21 Sec. 4.1): 1/8 over the network, then an all-gather of
+    // the whole tensor over the TP group after every receive, forward and backward.
+    plan.parallel.pp_scatter_gather = true;
+    const auto sg = build_workload(plan);
+    CHECK(sum_bytes(sg, "recv_act") == Approx(act / 8));
+    CHECK(sum_bytes(sg, "recv_grad") == Approx(act / 8));
+    CHECK(sum_bytes(sg, "pp_gather") == Approx(act));
+    const int receives = ops_named(sg, "recv_act") + ops_named(sg, "recv_grad");
+    CHECK(receives == 2 * 4); // 4 micro-batches: stage 1 receives activations, stage 0 gradients
+    CHECK(ops_named(sg, "pp_gather") == receives);
+    for (const auto& p : sg.protos)
+        if (p.name == "pp_gather") {
+            CHECK(p.collective == CollectiveOp::all_gather);
+            CHECK(p.group == Group::tp);
+        }
+}

@@ -25,8 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 // The ratchet: the dev-set figures reached (docs/accuracy.md) plus a small margin. Lower them
 // when the model improves; never raise them to let a change through.
-constexpr double kMaxMape = 6.9;      // reached 6.6; 6.8 since llm-foundry's loss is the fused kernel it runs
-constexpr double kMaxMedian = 4.9;    // reached 4.6; 4.8 since then
+constexpr double kMaxMape = 6.9;      // reached 6.6; 6.8 with llm-foundry's fused loss; 6.7 with the PP gather
+constexpr double kMaxMedian = 4.9;    // reached 4.6; 4.8 with the fused loss; 4.6 with the PP gather
 constexpr double kMaxWorstRow = 28.5; // reached 27.3 (row 27)
 // The same for the held-out torchtitan rows (tests/data/published-torchtitan.csv): published
 // measurements of a stack the dev set does not hold, none used to set a constant.

@@ -42,8 +42,10 @@ bool in_family(const std::string& fw, std::string_view family) {
 
 // Megatron-LM's 2021 model code and trainer: no distributed optimizer, full recompute of every
 // layer (--checkpoint-activations; the block method came in 2022), no SP, data-parallel
-// reduction and pipeline sends not overlapped with compute, Megatron's fused scale-mask-softmax
-// attention, and its argument defaults --attention-dropout / --hidden-dropout 0.1.
+// reduction and pipeline sends not overlapped with compute, pipeline activations scattered over
+// the TP ranks and gathered on the receiver (SC'21 Sec. 4.1; DeepSpeed's pipeline engine does
+// the same with its partitioned activations), Megatron's fused scale-mask-softmax attention, and
+// its argument defaults --attention-dropout / --hidden-dropout 0.1.
 void megatron_lm_2021(FrameworkProfile& f) {
     f.parallel.sharding = Sharding::none;
     f.parallel.recompute = Recompute::full;
@@ -52,6 +54,7 @@ void megatron_lm_2021(FrameworkProfile& f) {
     f.parallel.overlap_grad_reduce = false;
     f.parallel.overlap_param_gather = false;
     f.parallel.overlap_p2p = false;
+    f.parallel.pp_scatter_gather = true;
     f.parallel.attention = AttentionImpl::unfused;
     f.parallel.dropout = true;
 }
@@ -106,6 +109,7 @@ constexpr Behaviour kBehaviours[] = {
     {"parallel.fsdp_reduce_fp32", copy_member<&Parallel::fsdp_reduce_fp32>},
     {"parallel.selective_recompute", copy_member<&Parallel::selective_recompute>},
     {"parallel.overlap_p2p", copy_member<&Parallel::overlap_p2p>},
+    {"parallel.pp_scatter_gather", copy_member<&Parallel::pp_scatter_gather>},
     {"parallel.fused_optimizer", copy_member<&Parallel::fused_optimizer>},
 };
 } // namespace
@@ -166,6 +170,7 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.parallel.overlap_grad_reduce = false;
         f.parallel.overlap_param_gather = false;
         f.parallel.overlap_p2p = false;
+        f.parallel.pp_scatter_gather = true; // the runs without SP (full-recompute baselines)
         f.parallel.attention = AttentionImpl::unfused;
         f.parallel.dropout = true;
         f.precision = Precision::fp16; // Korthikanti et al. 2022 trained in FP16 mixed precision

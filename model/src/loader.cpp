@@ -298,6 +298,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         bool_key<B>("parallel.main_grads_fp32", [](B& b) -> bool& { return b.plan.parallel.main_grads_fp32; }),
         bool_key<B>("parallel.fsdp_reduce_fp32", [](B& b) -> bool& { return b.plan.parallel.fsdp_reduce_fp32; }),
         bool_key<B>("parallel.overlap_p2p", [](B& b) -> bool& { return b.plan.parallel.overlap_p2p; }),
+        bool_key<B>("parallel.pp_scatter_gather", [](B& b) -> bool& { return b.plan.parallel.pp_scatter_gather; }),
         enum_key<B, Precision>("precision", [](B& b) -> Precision& { return b.plan.precision; }),
         string_key<B>("cluster.gpu", [](B& b) -> std::string& { return b.plan.cluster.gpu; }),
         int_key<B>("cluster.nodes", 1, [](B& b) -> int& { return b.plan.cluster.nodes; }),

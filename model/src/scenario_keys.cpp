@@ -176,6 +176,10 @@ std::vector<KeySpec> make_table() {
             "rather than the 16-bit compute dtype"),
         key("parallel.overlap_p2p", "bool", "", "true",
             "Pipeline sends overlapped with compute (Megatron-Core); false: each send waits (Megatron-LM 2021-22)"),
+        key("parallel.pp_scatter_gather", "bool", "", "false",
+            "Without sequence parallelism, each TP rank sends 1/tp of a pipeline activation and the receiver "
+            "all-gathers it over the TP group (Megatron-LM 2021-22 scatter/gather); false: every TP rank sends "
+            "the whole activation (Megatron-Core)"),
         // --- precision ---
         one_of("precision", spellings<Precision>(3), "bf16",
                "Precision of the GEMMs (fp8: E4M3 forward, E5M2 gradients)"),

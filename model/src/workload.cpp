@@ -887,12 +887,19 @@ private:
         // micro-batch with ZeRO-2).
         std::vector<int> bwd_count(static_cast<std::size_t>(vp), 0);
 
-
-        const double act_bytes_p2p = kActBytes * static_cast<double>(tokens_) * m_.hidden / p_.tp;
+        // A stage boundary's activation (and gradient): split over the TP ranks by sequence
+        // parallelism or by the scatter/gather optimisation, else sent whole by every TP rank.
+        const double act_bytes = kActBytes * static_cast<double>(tokens_) * m_.hidden;
+        const bool scatter_gather = p_.tp > 1 && !p_.sequence_parallel && p_.pp_scatter_gather;
+        const double act_bytes_p2p = p_.sequence_parallel || scatter_gather ? act_bytes / p_.tp : act_bytes;
         const ProtoId send_act = p2p("send_act", OpKind::send, act_bytes_p2p);
         const ProtoId recv_act = p2p("recv_act", OpKind::recv, act_bytes_p2p);
         const ProtoId send_grad = p2p("send_grad", OpKind::send, act_bytes_p2p);
         const ProtoId recv_grad = p2p("recv_grad", OpKind::recv, act_bytes_p2p);
+        // The receiver reassembles a scattered tensor with an all-gather over the TP group
+        // (gather_split_1d_tensor) before the stage computes with it.
+        const ProtoId p2p_gather =
+            scatter_gather ? collective("pp_gather", CollectiveOp::all_gather, Group::tp, act_bytes) : 0;
         const int nvs = pp * vp;
         auto tag = [&](bool fwd, int chunk_dst, int mb) {
             return static_cast<std::uint32_t>(((fwd ? 0 : 1) * vp + chunk_dst) * mbs + mb);
@@ -910,6 +917,7 @@ private:
                     r.peer_stage = src;
                     r.tag = tag(true, c, mb);
                     st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
+                    if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, mb, c);
                 }
                 // forward order = reverse of backward-order units
                 std::uint32_t prev2_done = kNone, prev_done = kNone;
@@ -958,6 +966,7 @@ private:
                     r.peer_stage = src;
                     r.tag = tag(false, c, mb);
                     st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
+                    if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, mb, c);
                 }
                 ++bwd_count[static_cast<std::size_t>(c)];
                 current_bwd_count_ = bwd_count[static_cast<std::size_t>(c)];

@@ -444,7 +444,12 @@ private:
                 default: r.bd.forward += took; break;
                 }
             } else {
-                r.bd.tp_exposed += took;  // blocking TP collective on the compute stream
+                // A blocking collective on the compute stream: a TP collective, or the TP
+                // all-gather that reassembles a scattered pipeline activation.
+                if (o.category == Category::pp_comm)
+                    r.bd.pp_exposed += took;
+                else
+                    r.bd.tp_exposed += took;
                 leave_domain(slot, op);
             }
             r.compute_free = now;

@@ -136,6 +136,13 @@ struct Parallel {
     // waits for each send to complete (Megatron-LM 2021-22 p2p_communication: batch_isend_irecv,
     // wait, then torch.cuda.synchronize() against a race).
     bool overlap_p2p = true;
+    // Without sequence parallelism every TP rank holds the whole activation a pipeline stage
+    // sends. Megatron-LM's scatter/gather optimisation (Narayanan et al. SC'21 Sec. 4.1, Fig. 9;
+    // --scatter-gather-tensors-in-pipeline, on by default until Megatron-Core) sends 1/tp of it
+    // from each rank and all-gathers it over NVLink on the receiver; false: each TP rank sends
+    // the whole tensor (Megatron-Core's p2p_communication). With sequence parallelism the
+    // activation is already split over the TP ranks and neither applies.
+    bool pp_scatter_gather = false;
     RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.
