@@ -202,13 +202,8 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
               whole;
     }
     const double tokens = static_cast<double>(t.micro_batch) * t.seq_len / p.cp;
-    // The loss on the last stage, per logit: BF16 logits + Megatron's one FP32 softmax (6 B), or
-    // for PyTorch's F.cross_entropy BF16 logits + the FP32 log-softmax kept for backward + the
-    // loss's dense FP32 gradient + the log-softmax input gradient (14 B) at the backward's peak,
-    // or for a fused kernel the BF16 logits and, in backward, their BF16 gradient (4 B).
-    const double loss_bytes = p.cross_entropy == CrossEntropy::pytorch ? 2.0 + 4.0 + 4.0 + 4.0
-                              : p.cross_entropy == CrossEntropy::fused ? 2.0 + 2.0
-                                                                       : 2.0 + 4.0;
+    // The loss on the last stage: the bytes per logit it holds at the backward's peak.
+    const double loss_bytes = loss_bytes_per_logit(p.cross_entropy).held;
     if (last) act += tokens * (m.vocab / static_cast<double>(p.tp)) * loss_bytes;
     if (first) act += 2.0 * tokens * m.hidden * mb.inflight_microbatches / (p.sequence_parallel ? p.tp : 1);
     mb.activations = Bytes(act);

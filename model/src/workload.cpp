@@ -426,24 +426,7 @@ private:
         H.head = gemm("lm_head", T, v, h, hp);
         H.head_dgrad = gemm("lm_head_dgrad", T, h, v, hp);
         H.head_wgrad = gemm("lm_head_wgrad", v, h, T, hp);
-        // Vocab-parallel cross-entropy as Megatron computes it, element-wise passes over the local
-        // [T, V/tp] logits (megatron/core/tensor_parallel/cross_entropy.py): .float() (read 2,
-        // write 4), max (read 4), subtract max in place (8), exp in place (8), sum (4), divide
-        // into the softmax kept for backward (8) = 38 B per logit; backward: scale the softmax
-        // by the incoming gradient in place (8) and cast back to BF16 (read 4, write 2) = 14 B.
-        // PyTorch's F.cross_entropy on FP32 logits: .float() (read 2, write 4), log-softmax
-        // (the row read for its max, for its sum of exponentials and to write the output: 12 + 4)
-        // = 22 B; backward: the loss's dense gradient (write 4), the log-softmax backward (read the
-        // gradient and the output, write 4 + 4 + 4) and the cast back (read 4, write 2) = 22 B.
-        // A fused kernel on the BF16 logits (flash-attn's CrossEntropyLoss, flash_attn/ops/triton/
-        // cross_entropy.py; apex xentropy before it): forward reads each logit once for the
-        // log-sum-exp and the loss (2 B), backward reads it and writes its gradient (4 B).
-        struct LossBytes {
-            double fwd, bwd;
-        };
-        const LossBytes lb = p_.cross_entropy == CrossEntropy::pytorch ? LossBytes{22.0, 22.0}
-                             : p_.cross_entropy == CrossEntropy::fused ? LossBytes{2.0, 4.0}
-                                                                       : LossBytes{38.0, 14.0};
+        const LossBytes lb = loss_bytes_per_logit(p_.cross_entropy);
         H.loss = memory("cross_entropy", Td * vd * lb.fwd);
         H.loss_bwd = memory("cross_entropy_bwd", Td * vd * lb.bwd);
     }
@@ -1121,6 +1104,33 @@ private:
 };
 
 } // namespace
+
+LossBytes loss_bytes_per_logit(CrossEntropy kind) {
+    switch (kind) {
+    case CrossEntropy::pytorch:
+        // F.cross_entropy on FP32 logits: .float() (read 2, write 4), log-softmax (the row read
+        // for its max, for its sum of exponentials and to write the output: 12 + 4) = 22 B;
+        // backward: the loss's dense gradient (write 4), the log-softmax backward (read the
+        // gradient and the output, write 4 + 4 + 4) and the cast back (read 4, write 2) = 22 B.
+        // Held at the backward's peak: BF16 logits, the FP32 log-softmax kept for backward, the
+        // loss's dense FP32 gradient and the log-softmax input gradient (2 + 4 + 4 + 4 B).
+        return {22.0, 22.0, 14.0};
+    case CrossEntropy::fused:
+        // A fused kernel on the BF16 logits (flash-attn's CrossEntropyLoss, flash_attn/ops/triton/
+        // cross_entropy.py; apex xentropy before it): forward reads each logit once for the
+        // log-sum-exp and the loss (2 B), backward reads it and writes its gradient (4 B). Held:
+        // the BF16 logits and, in backward, their BF16 gradient (2 + 2 B).
+        return {2.0, 4.0, 4.0};
+    case CrossEntropy::megatron:
+        break;
+    }
+    // Megatron's vocab-parallel cross-entropy (megatron/core/tensor_parallel/cross_entropy.py),
+    // element-wise passes: .float() (read 2, write 4), max (read 4), subtract max in place (8),
+    // exp in place (8), sum (4), divide into the softmax kept for backward (8) = 38 B; backward:
+    // scale the softmax by the incoming gradient in place (8) and cast back to BF16 (read 4,
+    // write 2) = 14 B. Held: the BF16 logits and the one FP32 softmax (2 + 4 B).
+    return {38.0, 14.0, 6.0};
+}
 
 OpGraph build_workload(const Plan& plan) {
     // Proto id 0 is reserved as "none" for optional collectives.

@@ -112,6 +112,12 @@ struct OpGraph {
 
 // Builds the step's op graph. Pure and deterministic. Precondition: check_layout(plan) is empty.
 [[nodiscard]] OpGraph build_workload(const Plan& plan);
+// The loss over the vocabulary, per logit of the local [tokens, vocab/tp] block: bytes moved in
+// forward and in backward, and bytes held at the backward's peak.
+struct LossBytes {
+    double fwd, bwd, held;
+};
+[[nodiscard]] LossBytes loss_bytes_per_logit(CrossEntropy kind);
 
 [[nodiscard]] std::string to_string(OpKind v);
 [[nodiscard]] std::string to_string(Stream v);
