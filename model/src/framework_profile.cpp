@@ -164,15 +164,13 @@ FrameworkProfile framework_profile(const std::string& written) {
             "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP, unfused "
             "attention (fused scale-mask-softmax), dropout 0.1";
     } else if (in_family(fw, "megatron-lm-2022")) {
-        // Korthikanti et al. 2022 Sec. 6.3: "DP all-reduce not overlapped".
-        f.parallel.sharding = Sharding::none;
+        // The 2021 trainer ("DP all-reduce not overlapped", Korthikanti et al. 2022 Sec. 6.3; the
+        // scatter/gather serves their runs without SP) with the paper's additions: sequence
+        // parallelism, selective recompute and the block method of full recompute.
+        megatron_lm_2021(f);
+        f.parallel.sequence_parallel = true; // when tp > 1
         f.parallel.recompute = Recompute::selective;
-        f.parallel.overlap_grad_reduce = false;
-        f.parallel.overlap_param_gather = false;
-        f.parallel.overlap_p2p = false;
-        f.parallel.pp_scatter_gather = true; // the runs without SP (full-recompute baselines)
-        f.parallel.attention = AttentionImpl::unfused;
-        f.parallel.dropout = true;
+        f.block_recompute = true;
         f.precision = Precision::fp16; // Korthikanti et al. 2022 trained in FP16 mixed precision
         f.why =
             "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped, unfused "
