@@ -1,6 +1,7 @@
 // The step executor: sequencing, symmetric-rank reduction, pipeline bubbles and stuck runs.
 #include "fixtures.hpp"
 #include "trainsim/model/flops.hpp"
+#include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
 #include "trainsim/model/workload.hpp"
@@ -97,7 +98,9 @@ TEST_CASE("one GPU: the step is exactly the sum of its kernels", "[executor]") {
     plan.cluster.gpus_per_node = 1;
     const auto g = model::build_workload(plan);
     const auto r = run(plan);
-    CHECK(r.step_time == compute_sum(plan, g, 0));
+    // Nothing to wait for but the host: every idle gap of the GPU is the host issuing kernels.
+    CHECK(r.step_time == compute_sum(plan, g, 0) + r.breakdown.host_bound);
+    CHECK(r.breakdown.host_bound > Time());
     CHECK(r.breakdown.total() == r.step_time);
     CHECK(r.breakdown.bubble == Time());
     CHECK(r.breakdown.tp_exposed == Time());
@@ -547,4 +550,104 @@ TEST_CASE("blocking pipeline sends never make a step faster", "[executor][pipeli
     const auto blocking = run(plan);
     CHECK(blocking.step_time > overlapped.step_time);
     CHECK(blocking.breakdown.total() == blocking.step_time);
+}
+
+namespace {
+// One stage of `n` memory-bound kernels of `bytes` each in program order on the compute stream;
+// the op at `sync` (if any) is one the host waits for.
+model::OpGraph kernel_chain(int n, double bytes, int sync = -1) {
+    model::OpGraph g;
+    g.protos.emplace_back();  // id 0: none
+    model::OpProto k;
+    k.kind = model::OpKind::memory;
+    k.name = "k";
+    k.bytes = model::Bytes(bytes);
+    g.protos.push_back(k);
+    k.host_sync = true;
+    g.protos.push_back(k);
+    model::StageProgram st;
+    for (int i = 0; i < n; ++i) {
+        model::Op op;
+        op.proto = i == sync ? 2 : 1;
+        st.ops.push_back(op);
+    }
+    g.stages.push_back(st);
+    return g;
+}
+sim::StepResult run_graph(const model::Plan& plan, const model::OpGraph& g) {
+    const sim::ComputeCost cc(plan.hardware);
+    return sim::execute_step(plan, g, cc, sim::plan_network(plan));
+}
+model::Plan one_gpu_plan() {
+    auto plan = test::small_plan(1, 1, 1, 4, 1);
+    plan.cluster.nodes = 1;
+    plan.cluster.gpus_per_node = 1;
+    return plan;
+}
+} // namespace
+
+TEST_CASE("the host issues kernels in order: short kernels wait for it, long ones hide it", "[executor][host]") {
+    const auto plan = one_gpu_plan();  // Megatron-Core on Transformer Engine: 10 us per forward launch
+    const auto hc = model::host_costs(plan.parallel.host_dispatch);
+    REQUIRE(hc.forward_launch == Time::us(10.0));
+    const sim::ComputeCost cc(plan.hardware);
+    SECTION("kernels shorter than a launch: the GPU starves, the step is the host's") {
+        const auto g = kernel_chain(100, 0.0);  // each kernel is the 4 us kernel overhead alone
+        const Time k = cc.cost(g.protos[1]);
+        REQUIRE(k < hc.forward_launch);
+        const auto r = run_graph(plan, g);
+        // Kernel i starts when the host has issued it, (i + 1) launches in, and runs k.
+        CHECK(r.step_time == hc.forward_launch * 100 + k);
+        CHECK(r.breakdown.host_bound == r.step_time - k * 100);
+        CHECK(r.host_busy == hc.forward_launch * 100);
+    }
+    SECTION("kernels longer than a launch: the host runs ahead and costs only the first launch") {
+        const auto g = kernel_chain(100, 2.4e9);  // 1 ms each on the test profile
+        const Time k = cc.cost(g.protos[1]);
+        const auto r = run_graph(plan, g);
+        CHECK(r.step_time == hc.forward_launch + k * 100);
+        CHECK(r.breakdown.host_bound == hc.forward_launch);
+    }
+    SECTION("a host sync (.item()) stops the host until its kernel is done") {
+        const auto g = kernel_chain(100, 2.4e9, 49);
+        const Time k = cc.cost(g.protos[1]);
+        const auto r = run_graph(plan, g);
+        // The 51st kernel is issued one launch after the 50th ends: the GPU idles for it.
+        CHECK(r.step_time == hc.forward_launch * 2 + k * 100);
+        CHECK(r.breakdown.host_bound == hc.forward_launch * 2);
+    }
+}
+
+TEST_CASE("backward kernels are issued by the autograd engine at its own launch cost", "[executor][host]") {
+    auto plan = one_gpu_plan();
+    plan.parallel.host_dispatch = model::HostDispatch::legacy;
+    auto g = kernel_chain(10, 0.0);
+    for (auto& op : g.stages[0].ops) op.category = model::Category::backward;
+    g.protos[1].launches = 3;  // e.g. a linear's dgrad, wgrad and bias-gradient sum
+    const auto hc = model::host_costs(plan.parallel.host_dispatch);
+    const sim::ComputeCost cc(plan.hardware);
+    const auto r = run_graph(plan, g);
+    CHECK(r.step_time == hc.backward_launch * 30 + cc.cost(g.protos[1]));
+    CHECK(r.host_busy == hc.backward_launch * 30);
+}
+
+TEST_CASE("host launch counts follow each stack's model code", "[workload][host]") {
+    auto plan = test::small_plan(2, 1, 1, 4, 1);
+    auto launches = [&](model::HostDispatch d) {
+        plan.parallel.host_dispatch = d;
+        const auto g = model::build_workload(plan);
+        long n = 0;
+        for (const auto& op : g.stages[0].ops)
+            if (g.protos[op.proto].kind != model::OpKind::collective && op.microbatch == 0 && op.chunk == 0)
+                n += g.protos[op.proto].launches;
+        return n;
+    };
+    // Per layer: Megatron-LM 2021 code launches 19 forward + 43 backward kernels, TE 12 + 19
+    // (workload.cpp layer_launches), CUDA graphs the same kernels as TE.
+    CHECK(launches(model::HostDispatch::legacy) > launches(model::HostDispatch::te));
+    CHECK(launches(model::HostDispatch::eager) > launches(model::HostDispatch::compiled));
+    CHECK(launches(model::HostDispatch::graphs) == launches(model::HostDispatch::te));
+    const auto te = model::host_costs(model::HostDispatch::te);
+    const auto graphs = model::host_costs(model::HostDispatch::graphs);
+    CHECK(graphs.forward_launch < te.forward_launch);
 }

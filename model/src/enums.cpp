@@ -83,6 +83,17 @@ std::string to_string(SelectiveRecompute v) {
     return v == SelectiveRecompute::attention ? "attention" : "alternate_matmuls";
 }
 
+std::string to_string(HostDispatch v) {
+    switch (v) {
+    case HostDispatch::te: return "te";
+    case HostDispatch::legacy: return "legacy";
+    case HostDispatch::eager: return "eager";
+    case HostDispatch::compiled: return "compiled";
+    case HostDispatch::graphs: return "graphs";
+    }
+    return "?";
+}
+
 std::string to_string(Elementwise v) {
     return v == Elementwise::fused ? "fused" : "eager";
 }

@@ -57,6 +57,11 @@ void megatron_lm_2021(FrameworkProfile& f) {
     f.parallel.pp_scatter_gather = true;
     f.parallel.attention = AttentionImpl::unfused;
     f.parallel.dropout = true;
+    // Megatron-LM's 2021 model code: addmm biases, separate dropouts, TorchScript fusions and a
+    // gradient accumulation per parameter (workload.cpp layer_launches).
+    f.parallel.host_dispatch = HostDispatch::legacy;
+    // p2p_communication._communicate: torch.cuda.synchronize() after batch_isend_irecv.
+    f.parallel.host_sync_p2p = true;
 }
 } // namespace
 
@@ -111,6 +116,7 @@ constexpr Behaviour kBehaviours[] = {
     {"parallel.overlap_p2p", copy_member<&Parallel::overlap_p2p>},
     {"parallel.pp_scatter_gather", copy_member<&Parallel::pp_scatter_gather>},
     {"parallel.fused_optimizer", copy_member<&Parallel::fused_optimizer>},
+    {"parallel.host_sync_p2p", copy_member<&Parallel::host_sync_p2p>},
 };
 } // namespace
 
@@ -138,9 +144,49 @@ void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
     set("parallel.tp_comm_overlap", par.tp_comm_overlap, from.tp_comm_overlap && par.tp > 1);
     set("parallel.elementwise", par.elementwise,
         fw.fused_in_fp8 && plan.precision == Precision::fp8 ? Elementwise::fused : from.elementwise);
+    set("parallel.host_dispatch", par.host_dispatch,
+        fw.fused_in_fp8 && plan.precision == Precision::fp8 ? HostDispatch::compiled : from.host_dispatch);
     const bool carries = par.sharding == Sharding::none || par.sharding == Sharding::dist_opt ||
                          par.sharding == Sharding::zero1 || par.sharding == Sharding::zero2;
     set("parallel.fp8_params", par.fp8_params, from.fp8_params && plan.precision == Precision::fp8 && carries);
+}
+
+HostCosts host_costs(HostDispatch dispatch) {
+    HostCosts c;
+    // Eager PyTorch, per op issued from Python: bytecode ~1 us, pybind11 ~1, autograd node 1-3,
+    // ATen dispatch 1-2, backend (algorithm choice, workspace) 1-5, cudaLaunchKernel 1-3: ~5-25 us
+    // of CPU per op on a current server CPU ("From PyTorch op to kernel launch", the dispatch-chain
+    // breakdown; PyTorch's own operator micro-benchmark gives 3.3 us for a view op that launches
+    // nothing, pytorch/pytorch PR #32194). 10 us is taken for a forward op. The backward's ops are
+    // issued by the C++ autograd engine: no bytecode, pybind11 or autograd recording, 7 us.
+    // Transformer Engine modules go through the same dispatcher (their fused ops are C++
+    // extension calls), so the cost per launch is the same; they launch fewer kernels.
+    c.forward_launch = Time::us(10.0);
+    c.backward_launch = Time::us(7.0);
+    // estimated: a c10d collective from Python through ProcessGroupNCCL records two CUDA events,
+    // makes the NCCL stream wait on the compute stream, creates its Work object and enqueues
+    // NCCL's kernel and proxy operations: ~20 us of host time; a pipeline send or receive the same.
+    c.collective_call = Time::us(20.0);
+    c.p2p_call = Time::us(20.0);
+    switch (dispatch) {
+    case HostDispatch::te:
+    case HostDispatch::legacy:
+    case HostDispatch::eager: break;
+    case HostDispatch::compiled:
+        // Inductor's generated wrapper launches its Triton kernels directly (no dispatcher or
+        // autograd per kernel; one autograd node per compiled region): estimated 5 us per kernel.
+        c.forward_launch = Time::us(5.0);
+        c.backward_launch = Time::us(5.0);
+        break;
+    case HostDispatch::graphs:
+        // A captured CUDA graph replays its kernels with one cudaGraphLaunch (~10 us per graph of
+        // hundreds of kernels): well under 1 us per kernel; collectives captured too.
+        c.forward_launch = Time::us(0.5);
+        c.backward_launch = Time::us(0.5);
+        c.collective_call = Time::us(0.5);
+        break;
+    }
+    return c;
 }
 
 FrameworkProfile framework_profile(const std::string& written) {
@@ -304,6 +350,8 @@ FrameworkProfile framework_profile(const std::string& written) {
         // (torchao float8) runs compiled: "we require torch.compile for competitive performance"
         // (pytorch/ao issue #574; the float8 README compiles the model).
         f.parallel.elementwise = fw.find("compile") == std::string::npos ? Elementwise::eager : Elementwise::fused;
+        f.parallel.host_dispatch =
+            f.parallel.elementwise == Elementwise::eager ? HostDispatch::eager : HostDispatch::compiled;
         f.fused_in_fp8 = true;
         // --experimental.pipeline_parallel_microbatches: "The default value will be the number of
         // pipeline stages, if unspecified."; without pipelining the rank's batch runs at once (no
@@ -332,11 +380,23 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.why =
             "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
             "grad reduce / param gather, TP comm overlap, FP8 primary weights in FP8";
+    } else if (f.known) {
+        f.why = "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default";
     } else {
-        f.why =
-            f.known
-                ? "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default"
-                : "unknown framework '" + fw + "': Megatron-Core defaults assumed";
+        // A stack trainsim has no profile for is not credited with Megatron-Core's fused kernels:
+        // its element-wise ops run eager (one kernel and memory pass per op, each launched through
+        // PyTorch's dispatcher), attention is SDPA's FlashAttention-2 kernel, Adam the foreach
+        // update, and no TP communication overlap. The layout defaults (sharding, recompute,
+        // sequence parallelism) stay Megatron-Core's, so that every measured run still fits.
+        f.parallel.elementwise = Elementwise::eager;
+        f.parallel.host_dispatch = HostDispatch::eager;
+        f.parallel.attention = AttentionImpl::flash2;
+        f.parallel.fused_optimizer = false;
+        f.tune_blank_vp = false;
+        f.why = "unknown framework '" + fw +
+                "': generic PyTorch eager stack assumed (eager element-wise ops and launches, SDPA "
+                "flash-attention-2, foreach AdamW, blank vp not interleaved; Megatron-Core layout defaults) - "
+                "warning: no profile for this stack";
     }
     return f;
 }

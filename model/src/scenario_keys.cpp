@@ -129,6 +129,13 @@ std::vector<KeySpec> make_table() {
                "The loss: megatron (vocab-parallel, in place over one FP32 copy of the logits: 38 + 14 B per logit, "
                "6 B held), pytorch (F.cross_entropy on FP32 logits: 22 + 22 B per logit, 14 B held) or fused "
                "(flash-attn's kernel on the BF16 logits: 2 + 4 B per logit, 4 B held)"),
+        one_of("parallel.host_dispatch", spellings<HostDispatch>(5), "te",
+               "How the host issues a layer's kernels, which sets the kernels launched per op and the host time of "
+               "each launch: te (Megatron-Core / NeMo on Transformer Engine), legacy (Megatron-LM 2021-22 model "
+               "code), eager (plain PyTorch modules), compiled (torch.compile), graphs (CUDA-graph replay)"),
+        key("parallel.host_sync_p2p", "bool", "", "false",
+            "The host waits for every pipeline send / receive to finish (Megatron-LM 2021-22's "
+            "torch.cuda.synchronize() after batch_isend_irecv)"),
         one_of("parallel.order", spellings<RankOrder>(6), "tp-cp-dp-pp",
                "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",

@@ -1,6 +1,7 @@
 #include "trainsim/sim/executor.hpp"
 
 #include "trainsim/sim/engine.hpp"
+#include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/layout.hpp"
 
 #include <fmt/format.h>
@@ -39,6 +40,15 @@ struct RankState {
     std::vector<std::uint32_t> deps_left;
     std::vector<Time> start, end;
     std::vector<bool> completed;
+    // The host thread issues the program's ops in order: op i can start on the GPU from issue[i].
+    // Ops before host_pos have their issue times; the host stops after an op it must wait for
+    // (host_wait) until that op completes. `waiting`: ready ops the host has not issued yet.
+    std::vector<Time> issue;
+    std::uint32_t host_pos = 0;
+    std::uint32_t host_wait = kNone;
+    Time host_clock;
+    Time host_busy;
+    std::vector<std::uint32_t> waiting;
     model::Stream last_stream = model::Stream::compute;  // stream of the op that finished last
     std::array<std::uint32_t, model::kNumStreams> head{};
     std::array<std::uint32_t, model::kNumGroups> coll_seq{};
@@ -91,11 +101,27 @@ public:
             proto_time_[i] = nominal_op_time(plan_, g_, p, compute, net_);
             if (p.kind == OpKind::collective) proto_domain_[i] = placement_of(p.group, plan_, g_.hsdp_shard).nodes > 1 ? 1 : 0;
         }
+        const auto hc = model::host_costs(plan.parallel.host_dispatch);
+        host_cost_.assign(2 * g_.protos.size(), Time());
+        for (std::size_t i = 1; i < g_.protos.size(); ++i) {
+            const auto& p = g_.protos[i];
+            const bool comm = !is_compute_kind(p.kind);
+            const auto calls = static_cast<std::int64_t>(std::max(1, p.launches));
+            if (comm) {
+                const Time call = p.kind == OpKind::collective ? hc.collective_call : hc.p2p_call;
+                host_cost_[2 * i] = host_cost_[2 * i + 1] = call * calls;
+            } else {
+                const auto n = static_cast<std::int64_t>(std::max(0, p.launches));
+                host_cost_[2 * i] = hc.forward_launch * n;
+                host_cost_[2 * i + 1] = hc.backward_launch * n;
+            }
+        }
         for (const auto& st : g_.stages) stages_.push_back(make_static(st));
         make_ranks();
     }
 
     StepResult run() {
+        for (std::size_t slot = 0; slot < ranks_.size(); ++slot) advance_host(static_cast<int>(slot));
         for (std::size_t slot = 0; slot < ranks_.size(); ++slot) {
             auto& r = ranks_[slot];
             const auto& ss = stages_[static_cast<std::size_t>(r.stage)];
@@ -120,6 +146,7 @@ public:
         res.step_time = crit->finish;
         res.critical_stage = crit->stage;
         res.breakdown = crit->bd;
+        res.host_busy = crit->host_busy;
         std::map<std::string, Time> by_name;
         for (std::size_t i = 1; i < g_.protos.size(); ++i)
             if (crit->proto_busy[i] > Time()) by_name[g_.protos[i].name] += crit->proto_busy[i];
@@ -130,8 +157,10 @@ public:
             for (std::size_t slot = 0; slot < ranks_.size(); ++slot) {
                 const auto& r = ranks_[slot];
                 const auto& prog = g_.stages[static_cast<std::size_t>(r.stage)];
-                for (std::uint32_t i = 0; i < prog.ops.size(); ++i)
-                    res.trace.push_back({r.id, prog.ops[i].stream, i, r.start[i], r.end[i]});
+                for (std::uint32_t i = 0; i < prog.ops.size(); ++i) {
+                    const Time h = host_cost(prog.ops[i]);
+                    res.trace.push_back({r.id, prog.ops[i].stream, i, r.start[i], r.end[i], r.issue[i] - h, r.issue[i]});
+                }
             }
         }
         return res;
@@ -176,6 +205,7 @@ private:
             r.start.assign(prog.ops.size(), Time());
             r.end.assign(prog.ops.size(), Time());
             r.completed.assign(prog.ops.size(), false);
+            r.issue.assign(prog.ops.size(), Time());
             r.proto_busy.assign(g_.protos.size(), Time());
             ranks_.push_back(std::move(r));
         };
@@ -213,8 +243,53 @@ private:
         return {0, 1};
     }
 
+    // ---- the host thread ----
+    [[nodiscard]] Time host_cost(const model::Op& o) const {
+        return host_cost_[2 * o.proto + (o.category == Category::backward ? 1 : 0)];
+    }
+    // Issues ops in program order from the host's clock until one the host must wait for.
+    void advance_host(int slot) {
+        auto& r = ranks_[static_cast<std::size_t>(slot)];
+        const auto& prog = prog_of(r);
+        const auto n = static_cast<std::uint32_t>(prog.ops.size());
+        while (r.host_pos < n && r.host_wait == kNone) {
+            const auto& o = prog.ops[r.host_pos];
+            const Time c = host_cost(o);
+            r.host_clock += c;
+            r.host_busy += c;
+            r.issue[r.host_pos] = r.host_clock;
+            if (g_.protos[o.proto].host_sync) r.host_wait = r.host_pos;
+            ++r.host_pos;
+        }
+        if (r.waiting.empty()) return;
+        auto ready = std::move(r.waiting);
+        r.waiting.clear();
+        for (const auto op : ready) try_start(slot, op);
+    }
+    // The op the host waited for is done: it goes on from now.
+    void host_resume(int slot, std::uint32_t op) {
+        auto& r = ranks_[static_cast<std::size_t>(slot)];
+        if (r.host_wait != op) return;
+        r.host_wait = kNone;
+        r.host_clock = model::max(r.host_clock, engine_.now());
+        advance_host(slot);
+    }
+
     // ---- starting ops ----
+    // Starts a ready op (its dependencies done, first in its stream) once the host has issued it.
     void try_start(int slot, std::uint32_t op) {
+        auto& r = ranks_[static_cast<std::size_t>(slot)];
+        if (op >= r.host_pos) {
+            r.waiting.push_back(op);
+            return;
+        }
+        if (r.issue[op] > engine_.now()) {
+            engine_.schedule_at(r.issue[op], [this, slot, op] { start_issued(slot, op); });
+            return;
+        }
+        start_issued(slot, op);
+    }
+    void start_issued(int slot, std::uint32_t op) {
         auto& r = ranks_[static_cast<std::size_t>(slot)];
         const auto& o = prog_of(r).ops[op];
         const auto& p = g_.protos[o.proto];
@@ -231,7 +306,6 @@ private:
     void account_gap(RankState& r, std::uint32_t op) {
         const Time now = engine_.now();
         if (now <= r.compute_free) return;
-        const Time gap = now - r.compute_free;
         const auto& prog = prog_of(r);
         const auto& o = prog.ops[op];
         std::uint32_t blocker = kNone;
@@ -243,6 +317,13 @@ private:
                 blocker = dep;
             }
         }
+        // The GPU was ready (idle, the op's inputs done) before the host issued the op: that
+        // wait is host-bound; what came before it is accounted to what the op waited for.
+        const Time ready = model::max(r.compute_free, blocker == kNone ? r.compute_free : latest);
+        const Time host = model::max(model::min(now, r.issue[op]) - ready, Time());
+        r.bd.host_bound += host;
+        const Time gap = now - r.compute_free - host;
+        if (gap <= Time()) return;
         Time* bucket = &r.bd.bubble;
         if (blocker != kNone) {
             switch (prog.ops[blocker].stream) {
@@ -458,6 +539,7 @@ private:
             comm_changed(slot, -1);
             leave_domain(slot, op);
         }
+        if (r.host_wait == op) host_resume(slot, op);
         const auto& ss = stages_[static_cast<std::size_t>(r.stage)];
         for (auto i = ss.rdep_begin[op]; i < ss.rdep_begin[op + 1]; ++i) {
             const auto d = ss.rdeps[i];
@@ -510,6 +592,7 @@ private:
     model::RankStrides strides_;
     std::vector<Time> proto_time_;
     std::vector<std::uint8_t> proto_domain_;  // link domain of each collective proto
+    std::vector<Time> host_cost_;             // [2 * proto + backward]: host time to issue one op
     std::vector<StageStatic> stages_;
     std::vector<RankState> ranks_;
     std::unordered_map<std::uint64_t, PendingCollective> collectives_;

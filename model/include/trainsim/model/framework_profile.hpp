@@ -14,7 +14,7 @@
 namespace trainsim::model {
 
 // Framework behaviours that change step time, as explicit named properties with documented
-// defaults (docs/accuracy.md). Unknown frameworks get the Megatron-Core defaults, said so.
+// defaults (docs/accuracy.md). Unknown frameworks get a generic PyTorch eager profile, said so.
 struct FrameworkProfile {
     std::string name;
     // The framework's values of the plan properties it governs: the layout defaults (sharding,
@@ -39,7 +39,7 @@ struct FrameworkProfile {
     // layer, as --checkpoint-activations did before it.
     bool block_recompute = true;
     std::string why;   // the documentation of these choices
-    bool known = true; // false: not a family below; the Megatron-Core defaults stand in
+    bool known = true; // false: not a family below; a generic PyTorch eager profile stands in
 
 private:
     static Parallel default_behaviours() {
@@ -49,11 +49,23 @@ private:
     }
 };
 [[nodiscard]] FrameworkProfile framework_profile(const std::string& framework);
+
+// Host (CPU) time to issue work on one rank, by dispatch path (docs/model.md "Host"). The
+// executor's host thread spends, per op, its kernel launches times the launch cost (forward
+// and recompute ops are issued from Python, backward ops by the autograd engine) plus the cost
+// of a communication call.
+struct HostCosts {
+    Time forward_launch;   // per kernel issued from the Python forward (also recompute)
+    Time backward_launch;  // per kernel issued by the C++ autograd engine
+    Time collective_call;  // per torch.distributed collective (ProcessGroupNCCL -> ncclAllReduce ...)
+    Time p2p_call;         // per pipeline send or receive
+};
+[[nodiscard]] HostCosts host_costs(HostDispatch dispatch);
 // Whether `framework` names a family framework_profile() knows, bare or with "-<release>"
 // (case-blind, '_' and ' ' read as '-').
 [[nodiscard]] bool known_framework(const std::string& framework);
 // The scenario keys whose values apply_framework_profile copies from a profile as they are
-// (besides sharding, recompute, sequence_parallel, tp_comm_overlap, elementwise, fp8_params).
+// (besides sharding, recompute, sequence_parallel, tp_comm_overlap, elementwise, host_dispatch, fp8_params).
 [[nodiscard]] std::vector<std::string_view> framework_behaviour_keys();
 // The families framework_profile() knows, for messages and documentation.
 [[nodiscard]] const std::vector<std::string>& framework_families();

@@ -45,6 +45,18 @@ enum class Elementwise { fused, eager };
 // a dense gradient of the loss), or a fused kernel over the BF16 logits (flash-attn's
 // CrossEntropyLoss: one pass forward, one read and one write backward).
 enum class CrossEntropy { megatron, pytorch, fused };
+// How the host issues a layer's kernels (docs/model.md "Host"): which kernels the stack launches
+// per op, and the host time of each launch (model::host_costs).
+//   te       — Megatron-Core / NeMo modules over Transformer Engine: fused norm + GEMM, fused
+//              bias-dropout-add, fused attention, weight gradients accumulated inside the GEMM;
+//   legacy   — Megatron-LM 2021-22 model code (also under Megatron-DeepSpeed): Apex fused norm and
+//              softmax, TorchScript bias-GeLU and bias-dropout-add, biases added by addmm,
+//              separate dropout kernels, a gradient-accumulation kernel per parameter;
+//   eager    — plain PyTorch modules, one kernel per element-wise op (torchtitan eager, generic);
+//   compiled — torch.compile (Inductor) regions: element-wise ops fused into generated kernels
+//              launched from a generated wrapper, no per-op dispatch;
+//   graphs   — the layer's kernels replayed from a captured CUDA graph.
+enum class HostDispatch { te, legacy, eager, compiled, graphs };
 // How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
 // context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
 // tp-cp-dp-pp: TP inside a node, then CP and DP, pipeline stages outermost.
@@ -143,6 +155,13 @@ struct Parallel {
     // the whole tensor (Megatron-Core's p2p_communication). With sequence parallelism the
     // activation is already split over the TP ranks and neither applies.
     bool pp_scatter_gather = false;
+    // How the host issues kernels (see HostDispatch); the per-launch host costs are
+    // model::host_costs(host_dispatch).
+    HostDispatch host_dispatch = HostDispatch::te;
+    // The host waits for each pipeline transfer to finish before going on (Megatron-LM 2021-22
+    // p2p_communication: torch.cuda.synchronize() after batch_isend_irecv, "to protect against
+    // race condition when using batch_isend_irecv()").
+    bool host_sync_p2p = false;
     RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.
@@ -236,5 +255,6 @@ struct Scenario {
 [[nodiscard]] std::string to_string(SelectiveRecompute v);
 [[nodiscard]] std::string to_string(Elementwise v);
 [[nodiscard]] std::string to_string(CrossEntropy v);
+[[nodiscard]] std::string to_string(HostDispatch v);
 
 } // namespace trainsim::model

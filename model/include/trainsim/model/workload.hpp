@@ -67,6 +67,12 @@ struct OpProto {
     // reduce_scatter(t, list), before the flat *_base variants of PyTorch 1.10): the NCCL buffer
     // is copied out to (or in from) one tensor per rank, one copy kernel each. 0: a flat collective.
     std::int32_t copy_slices = 0;
+    // Host side (docs/model.md "Host"): the kernels the stack launches for this op (the host pays
+    // each one's launch cost before the GPU can start the op; a collective or a transfer is one
+    // communication call besides), and whether the host then waits for the op to finish
+    // (`.item()` on its result, torch.cuda.synchronize()).
+    std::int32_t launches = 1;
+    bool host_sync = false;
 };
 
 struct Op {

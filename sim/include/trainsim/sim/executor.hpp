@@ -38,11 +38,12 @@ struct StepBreakdown {
     Time dp_exposed;      // DP / ZeRO / FSDP communication not hidden behind compute
     Time pp_exposed;      // pipeline transfers waited for
     Time bubble;          // waiting for other stages' compute (pipeline fill and drain)
+    Time host_bound;      // the GPU waiting for its host thread to issue the next kernel
     Time slowdown;        // extra compute time from running next to communication kernels
     [[nodiscard]] Time compute() const { return forward + backward + recompute; }
     [[nodiscard]] Time total() const {
         return forward + backward + recompute + optimizer + tp_exposed + cp_exposed + dp_exposed + pp_exposed +
-               bubble;
+               bubble + host_bound;
     }
 };
 
@@ -51,6 +52,8 @@ struct TraceEvent {
     model::Stream stream = model::Stream::compute;
     std::uint32_t op = 0;
     Time start, end;
+    // The host thread's issue of the op (its launch and call costs), for the trace's host track.
+    Time host_start, host_end;
 };
 
 struct StepResult {
@@ -62,6 +65,9 @@ struct StepResult {
     std::size_t simulated_ranks = 0;
     std::size_t ops = 0;
     std::vector<TraceEvent> trace;          // when ExecOptions::record_trace
+    // Host time the critical rank spent issuing work (launches and communication calls), and the
+    // part of it the GPU waited for (breakdown.host_bound).
+    Time host_busy;
     // Compute-stream time of the critical rank per kernel name ("fc1", "attn_fwd", "ln1"...).
     std::vector<std::pair<std::string, Time>> kernel_time;
 };
