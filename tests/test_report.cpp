@@ -92,7 +92,7 @@ plans:
 )";
 
 const std::set<std::string> kCategories{"forward", "backward", "recompute", "optimizer",
-                                        "tp_comm", "cp_comm",  "dp_comm",   "pp_comm"};
+                                        "tp_comm", "cp_comm",  "dp_comm",   "pp_comm", "host"};
 
 // Checks the structure every trace must have; returns the end of the last event in seconds.
 double check_trace(const json& t) {

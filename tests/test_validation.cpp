@@ -42,8 +42,11 @@ constexpr double kMaxFoundryHeldOutWorst = 37.5; // reached 36.2 (MPT-760m on 8 
 // Other published runs (tests/data/published-other.csv, 36 rows: Llama 3, LLaMA, OPT and MT-NLG
 // papers, BLOOM, Nemotron-4 15B, TinyLlama, NVIDIA's MaxText and PAX benchmarks, four whole-run
 // totals), mostly of frameworks without a profile: a regression guard, not a target.
-constexpr double kMaxOtherHeldOutMape = 28.0;  // reached 27.1
-constexpr double kMaxOtherHeldOutWorst = 73.5; // reached 72.1 (OPT-175B, metaseq: no profile)
+constexpr double kMaxOtherHeldOutMape = 19.5;  // reached 27.1; 18.7 with the generic eager profile for unknown stacks
+constexpr double kMaxOtherHeldOutWorst = 68.0; // reached 72.1; 66.8 (OPT-175B, metaseq: no profile)
+// vTrain's 761 Megatron-DeepSpeed runs on A100 (../shared/validation/vtrain-dev.csv), ratchet only:
+// the issue's target is 10%.
+constexpr double kMaxVtrainMape = 32.5; // reached 32.1; 31.9 with the host timeline
 
 fs::path dev_set() {
     if (const char* env = std::getenv("TRAINSIM_VALIDATION_CSV"); env != nullptr && *env != '\0') return env;
@@ -112,6 +115,20 @@ TEST_CASE("the published dev set: every step row simulated, MAPE ratchet", "[val
     CHECK(rep.overall.mape <= kMaxMape);
     CHECK(rep.overall.median <= kMaxMedian);
     CHECK(rep.overall.max <= kMaxWorstRow);
+}
+
+TEST_CASE("vTrain's Megatron-DeepSpeed runs: every row simulated and fitting, MAPE ratchet", "[validate][accuracy]") {
+    const auto file = dev_set().parent_path() / "vtrain-dev.csv";
+    REQUIRE(fs::exists(file));
+    const auto rows = trainsim::model::load_validation_csv(file, TRAINSIM_TEST_DATA_DIR);
+    REQUIRE(rows.size() == 761);
+    const auto rep = trainsim::sim::validate_rows(rows, "", 2);
+    for (const auto& r : rep.rows) {
+        CAPTURE(r.id, r.reason);
+        CHECK(r.status == "ok");
+    }
+    CHECK(rep.overall.n == 761);
+    CHECK(rep.overall.mape <= kMaxVtrainMape);
 }
 
 namespace {

@@ -454,7 +454,8 @@ std::string breakdown_chart(const std::vector<PlanResult>& results) {
     const std::vector<LegendItem> seg{
         {"forward", color(0)},    {"backward", color(3)},   {"recompute", color(5)},
         {"optimizer", color(9)},  {"TP exposed", color(1)}, {"CP exposed", color(7)},
-        {"DP exposed", color(2)}, {"PP exposed", color(6)}, {"pipeline bubble", color(8)}};
+        {"DP exposed", color(2)}, {"PP exposed", color(6)}, {"pipeline bubble", color(8)},
+        {"host-bound", color(4)}};
     std::vector<BarRow> rows;
     for (const auto& r : results) {
         BarRow row;
@@ -466,7 +467,7 @@ std::string breakdown_chart(const std::vector<PlanResult>& results) {
         }
         const auto& b = r.estimate.step->breakdown;
         for (const Time t : {b.forward, b.backward, b.recompute, b.optimizer, b.tp_exposed, b.cp_exposed, b.dp_exposed,
-                             b.pp_exposed, b.bubble})
+                             b.pp_exposed, b.bubble, b.host_bound})
             row.values.push_back(t.seconds());
         row.value_text = fmt::format("{:.3f} s", r.estimate.step_time_s);
         rows.push_back(row);

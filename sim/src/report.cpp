@@ -1,5 +1,7 @@
 #include "trainsim/sim/report.hpp"
 
+#include "trainsim/model/framework_profile.hpp"
+
 #include "trainsim/model/layout.hpp"
 #include "trainsim/model/memory_model.hpp"
 
@@ -33,7 +35,8 @@ json breakdown_json(const StepBreakdown& b) {
                 {"recompute_s", b.recompute.seconds()},     {"optimizer_s", b.optimizer.seconds()},
                 {"tp_exposed_s", b.tp_exposed.seconds()},   {"cp_exposed_s", b.cp_exposed.seconds()},
                 {"dp_exposed_s", b.dp_exposed.seconds()},   {"pp_exposed_s", b.pp_exposed.seconds()},
-                {"pipeline_bubble_s", b.bubble.seconds()},  {"comm_slowdown_s", b.slowdown.seconds()}};
+                {"pipeline_bubble_s", b.bubble.seconds()},  {"comm_slowdown_s", b.slowdown.seconds()},
+                {"host_bound_s", b.host_bound.seconds()}};
 }
 
 std::string money(double v, const std::string& cur) {
@@ -77,6 +80,11 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
            {"recompute", model::to_string(p.recompute)},
            {"recompute_layers", model::full_recompute_layers(plan)},
            {"framework", p.framework.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.framework)},
+           // The stack the figures model: the written framework's profile, or a well-tuned
+           // Megatron-Core stack when none is written.
+           {"assumed_stack", p.framework.empty() ? std::string("Megatron-Core defaults (no framework written)")
+                                                 : model::framework_profile(p.framework).why},
+           {"host_dispatch", model::to_string(p.host_dispatch)},
            {"micro_batch", plan.training.micro_batch},
            {"global_batch", plan.training.global_batch},
            {"grad_accum", plan.grad_accum()},
@@ -142,6 +150,8 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
     if (!plan.parallel.framework.empty())
         s += fmt::format("  framework: {} (its behaviours fill the properties the scenario does not write)\n",
                          plan.parallel.framework);
+    else
+        s += "  framework: none written: a well-tuned Megatron-Core stack is assumed (parallel.framework)\n";
     const auto& m = e.memory;
     s += fmt::format("  memory per GPU (stage {}): {:.1f} GiB of {:.1f} GiB{}\n", m.stage, to_gib(m.total()),
                      to_gib(e.capacity), e.fits ? "" : "  ** DOES NOT FIT **");
@@ -164,6 +174,10 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      "pipeline bubble {:.3f} s ({:.1f}%)\n",
                      b.tp_exposed.seconds(), pct(b.tp_exposed), b.cp_exposed.seconds(), b.dp_exposed.seconds(),
                      pct(b.dp_exposed), b.pp_exposed.seconds(), b.bubble.seconds(), pct(b.bubble));
+    s += fmt::format("    host-bound {:.3f} s ({:.1f}%: the GPU waiting for the host to issue kernels; host busy {:.3f} s, "
+                     "{})\n",
+                     b.host_bound.seconds(), pct(b.host_bound), e.step->host_busy.seconds(),
+                     model::to_string(plan.parallel.host_dispatch));
     s += fmt::format("  throughput {:.0f} tokens/s ({:.0f} per GPU) | {:.0f} model TFLOP/s per GPU | "
                      "MFU {:.1f}% of {:.0f} TFLOP/s ({} peak, causal FLOPs; non-causal {:.1f}%)\n",
                      e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,

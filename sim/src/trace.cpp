@@ -61,6 +61,9 @@ ordered_json op_args(const model::OpProto& p, const model::Op& op, bool chunks) 
 
 } // namespace
 
+// The host thread's track, after the streams.
+constexpr int kHostTid = model::kNumStreams;
+
 void write_chrome_trace(std::ostream& os, const model::Plan& plan, const model::OpGraph& graph, const StepResult& step,
                         const std::string& scenario_file) {
     const auto strides = model::rank_strides(plan.parallel);
@@ -117,6 +120,9 @@ void write_chrome_trace(std::ostream& os, const model::Plan& plan, const model::
             meta("thread_name", rank, s, {{"name", model::to_string(static_cast<model::Stream>(s))}});
             meta("thread_sort_index", rank, s, {{"sort_index", s}});
         }
+        // The host thread that issues the rank's ops (docs/model.md "Host").
+        meta("thread_name", rank, kHostTid, {{"name", "host"}});
+        meta("thread_sort_index", rank, kHostTid, {{"sort_index", -1}});
     }
     for (const auto& ev : step.trace) {
         const auto& prog = graph.stages[static_cast<std::size_t>(stage_of(ev.rank))];
@@ -132,6 +138,18 @@ void write_chrome_trace(std::ostream& os, const model::Plan& plan, const model::
         j["tid"] = static_cast<int>(ev.stream);
         j["args"] = op_args(p, op, plan.parallel.vp > 1);
         emit(j);
+        if (ev.host_end > ev.host_start) {
+            ordered_json h;
+            h["name"] = p.name;
+            h["cat"] = "host";
+            h["ph"] = "X";
+            h["ts"] = micros(ev.host_start);
+            h["dur"] = micros(ev.host_end - ev.host_start);
+            h["pid"] = ev.rank;
+            h["tid"] = kHostTid;
+            h["args"] = {{"kind", "host"}, {"launches", p.launches}, {"host_sync", p.host_sync}};
+            emit(h);
+        }
     }
     os << "\n]}\n";
 }
