@@ -55,6 +55,24 @@ TEST_CASE("every question scenario prints days, GPU-hours and cost in JSON", "[c
             CHECK(p["cost"].get<double>() ==
                   Approx(p["gpu_hours"].get<double>() * p["price_per_gpu_hour"].get<double>()).epsilon(1e-9));
             CHECK(p["cost"].get<double>() > 0);
+            // Error bands (docs/trust.md): p10 / p90 beside each contract field, one time factor
+            // for every time-like figure and its inverse for the throughput.
+            REQUIRE(p.contains("band"));
+            for (const char* k : {"basis", "rows", "regime"}) CHECK(p["band"].contains(k));
+            CHECK(p.contains("out_of_domain"));
+            const double f10 = p["days_to_train_p10"].get<double>() / p["days_to_train"].get<double>();
+            const double f90 = p["days_to_train_p90"].get<double>() / p["days_to_train"].get<double>();
+            CHECK(f10 < f90);
+            CHECK(f10 > 0);
+            for (const char* k : {"step_time_s", "gpu_hours", "cost", "expected_days"}) {
+                CAPTURE(k);
+                CHECK(p[std::string(k) + "_p10"].get<double>() == Approx(f10 * p[k].get<double>()).epsilon(1e-9));
+                CHECK(p[std::string(k) + "_p90"].get<double>() == Approx(f90 * p[k].get<double>()).epsilon(1e-9));
+            }
+            CHECK(p["tokens_per_s_per_gpu_p10"].get<double>() ==
+                  Approx(p["tokens_per_s_per_gpu"].get<double>() / f90).epsilon(1e-9));
+            CHECK(p["tokens_per_s_per_gpu_p90"].get<double>() ==
+                  Approx(p["tokens_per_s_per_gpu"].get<double>() / f10).epsilon(1e-9));
             CHECK(p["mfu"].get<double>() > 0.05);
             CHECK(p["mfu"].get<double>() < 1.0);
         }

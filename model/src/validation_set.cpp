@@ -296,6 +296,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             diags.push_back({fname, start, column_of("precision"), "precision",
                              fmt::format("'{}' is not one of bf16, fp16, fp8", cell("precision"))});
         // The framework's behaviours; the layout columns were read above (blank ones as it would).
+        p.parallel.framework = r.framework;
         apply_framework_profile(fw, p, [](std::string_view key) {
             return key == "parallel.sharding" || key == "parallel.recompute" || key == "parallel.sequence_parallel";
         });

@@ -12,10 +12,12 @@
 #include "trainsim/sim/scaling.hpp"
 #include "trainsim/sim/trace.hpp"
 #include "trainsim/sim/validate.hpp"
+#include "trainsim/sim/trust.hpp"
 #include "trainsim/model/validation_set.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -26,6 +28,8 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
+#include <cmath>
 
 #include <unistd.h>
 
@@ -44,6 +48,29 @@ fs::path data_dir(const std::string& flag) {
     if (!flag.empty()) return flag;
     if (const char* env = std::getenv("TRAINSIM_DATA_DIR"); env != nullptr && *env != '\0') return env;
     return TRAINSIM_DEFAULT_DATA_DIR;
+}
+
+// The checked-in error model (docs/trust.md) of a data folder: absent -> no bands (said once on
+// stderr); malformed -> an input error naming the file.
+std::optional<ErrorModel> load_error_model(const fs::path& dir) {
+    const fs::path file = dir / "trust" / "error-model.json";
+    std::ifstream in(file);
+    if (!in) {
+        std::cerr << fmt::format("trainsim: no error model at {}: figures are printed without error bands\n",
+                                 file.string());
+        return std::nullopt;
+    }
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        throw model::InputError("error model", {model::Diagnostic{file.string(), 0, 0, "", e.what()}});
+    }
+    return error_model_from_json(j, file.string());
+}
+
+void attach_band(RunEstimate& e, const model::Plan& plan, const std::optional<ErrorModel>& em) {
+    if (em && e.fits && e.step) e.band = band_for(*em, plan);
 }
 
 struct Common {
@@ -111,9 +138,11 @@ std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& s
     opt.record_trace = !c.trace.empty();
     std::vector<PlanResult> results;
     all_fit = true;
+    const auto em = load_error_model(data_dir(c.data_dir));
     for (std::size_t i = 0; i < scenario.plans.size(); ++i) {
         const auto& plan = scenario.plans[i];
         results.push_back({&plan, estimate_plan(plan, opt)});
+        attach_band(results.back().estimate, plan, em);
         all_fit = all_fit && results.back().estimate.fits;
         if (opt.record_trace)
             write_trace(c, plan, results.back().estimate, trace_path(c.trace, i, scenario.plans.size()));
@@ -451,10 +480,13 @@ int run_plan_search(const PlanArgs& a) {
     o.prune = !a.no_prune;
     o.deadline_days = a.deadline_days;
     o.budget = a.budget;
-    if (a.rank.empty()) o.rank = a.deadline_days && !a.budget ? RankBy::cost : RankBy::days;
-    else if (a.rank == "days") o.rank = RankBy::days;
-    else if (a.rank == "cost") o.rank = RankBy::cost;
-    else plan_arg_error("--rank", fmt::format("unknown ranking '{}' (days, cost)", a.rank));
+    // p90: rank by the pessimistic end of each plan's error band (docs/trust.md): days, or cost
+    // with a deadline. Within one GPU count every plan shares its band, so this reorders counts.
+    const bool rank_p90 = a.rank == "p90" || a.rank == "days-p90" || a.rank == "cost-p90";
+    if (a.rank.empty() || a.rank == "p90") o.rank = a.deadline_days && !a.budget ? RankBy::cost : RankBy::days;
+    else if (a.rank == "days" || a.rank == "days-p90") o.rank = RankBy::days;
+    else if (a.rank == "cost" || a.rank == "cost-p90") o.rank = RankBy::cost;
+    else plan_arg_error("--rank", fmt::format("unknown ranking '{}' (days, cost, p90, days-p90, cost-p90)", a.rank));
     if (a.deadline_days && !(*a.deadline_days > 0)) plan_arg_error("--deadline-days", "must be positive");
     if (a.budget && !(*a.budget > 0)) plan_arg_error("--budget", "must be positive");
     if (a.days == "steady") o.basis = DaysBasis::steady;
@@ -493,10 +525,66 @@ int run_plan_search(const PlanArgs& a) {
     }
     auto res = search_plans(base, o);
     if (bar) std::cerr << "\n";
+    const auto em = load_error_model(data_dir(a.data_dir));
+    for (auto& r : res.plans) attach_band(r.estimate, r.plan, em);
+    const bool expected_basis = o.basis == DaysBasis::expected;
+    auto figure = [&](const RunEstimate& e) {
+        return o.rank == RankBy::days ? (expected_basis ? e.expected_days : e.days_to_train)
+                                      : (expected_basis ? e.expected_cost : e.cost);
+    };
+    auto p10 = [&](const RunEstimate& e) { return figure(e) * (e.band ? e.band->time_p10 : 1.0); };
+    auto p90 = [&](const RunEstimate& e) { return figure(e) * (e.band ? e.band->time_p90 : 1.0); };
+    if (rank_p90)
+        std::stable_sort(res.plans.begin(), res.plans.end(),
+                         [&](const auto& x, const auto& y) { return p90(x.estimate) < p90(y.estimate); });
+    // Plans whose band overlaps the best one's are tied with it: the error model cannot tell them
+    // apart. Among them the robust plan is recommended: no TP across nodes, fewer nodes, more
+    // memory headroom, a simpler schedule (docs/trust.md).
+    std::vector<bool> tied(res.plans.size(), false);
+    std::size_t recommended = 0;
+    std::string why_recommended;
+    if (!res.plans.empty()) {
+        const double best_hi = p90(res.plans.front().estimate);
+        for (std::size_t i = 0; i < res.plans.size(); ++i) tied[i] = p10(res.plans[i].estimate) <= best_hi;
+        auto robustness = [](const model::Plan& p, const RunEstimate& e) {
+            const bool tp_cross = p.parallel.tp > p.cluster.gpus_per_node;
+            const double headroom = model::to_gib(e.capacity) - model::to_gib(e.memory.total());
+            const int complexity = (p.parallel.vp > 1) + (p.parallel.cp > 1) + (p.parallel.pp > 1);
+            return std::make_tuple(tp_cross, p.cluster.nodes, -std::floor(headroom), complexity);
+        };
+        for (std::size_t i = 1; i < res.plans.size(); ++i) {
+            if (!tied[i]) continue;
+            const auto& x = res.plans[i];
+            const auto& b = res.plans[recommended];
+            if (robustness(x.plan, x.estimate) < robustness(b.plan, b.estimate)) recommended = i;
+        }
+        if (recommended != 0) {
+            const auto& x = res.plans[recommended];
+            const auto& b = res.plans.front();
+            std::vector<std::string> why;
+            if (x.plan.cluster.nodes < b.plan.cluster.nodes) why.push_back("fewer nodes");
+            const double hx = model::to_gib(x.estimate.capacity) - model::to_gib(x.estimate.memory.total());
+            const double hb = model::to_gib(b.estimate.capacity) - model::to_gib(b.estimate.memory.total());
+            if (hx > hb + 1) why.push_back(fmt::format("{:.0f} GiB more memory headroom", hx - hb));
+            if (x.plan.parallel.vp < b.plan.parallel.vp || x.plan.parallel.cp < b.plan.parallel.cp ||
+                x.plan.parallel.pp < b.plan.parallel.pp)
+                why.push_back("a simpler schedule");
+            if (b.plan.parallel.tp > b.plan.cluster.gpus_per_node && x.plan.parallel.tp <= x.plan.cluster.gpus_per_node)
+                why.push_back("no TP across nodes");
+            why_recommended = fmt::format("#{} is tied with #1 within the error bands and more robust: {}",
+                                          recommended + 1, why.empty() ? "simpler" : fmt::format("{}", fmt::join(why, ", ")));
+        }
+    }
 
     if (a.json || a.csv) {
         nlohmann::json arr = nlohmann::json::array();
-        for (const auto& r : res.plans) arr.push_back(plan_json(r.plan, r.estimate));
+        for (std::size_t i = 0; i < res.plans.size(); ++i) {
+            auto pj = plan_json(res.plans[i].plan, res.plans[i].estimate);
+            pj["rank"] = i + 1;
+            pj["tied_with_best"] = static_cast<bool>(tied[i]);
+            pj["recommended"] = i == recommended;
+            arr.push_back(std::move(pj));
+        }
         if (a.json) {
             const auto& s = res.stats;
             nlohmann::json j{{"plans", arr},
@@ -506,6 +594,9 @@ int run_plan_search(const PlanArgs& a) {
                                          {"pruned_critical_path", s.pruned_critical_path}, {"simulated", s.simulated},
                                          {"filtered", s.filtered}, {"seconds", s.seconds},
                                          {"rank", o.rank == RankBy::days ? "days" : "cost"},
+                                         {"rank_p90", rank_p90},
+                                         {"recommended", recommended + 1},
+                                         {"recommended_why", why_recommended},
                                          {"days", a.days}}}};
             std::cout << j.dump(2) << "\n";
         } else {
@@ -549,11 +640,14 @@ int run_plan_search(const PlanArgs& a) {
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
-        std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12.0f} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
+        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12.0f} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
+                                 tied[i] ? "=" : " ",
                                  r.plan.num_gpus(), layout_label(r.plan), e.days_to_train, e.expected_days,
                                  expected ? e.expected_cost : e.cost,
                                  e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
     }
+    std::cout << "\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n";
+    if (!why_recommended.empty()) std::cout << "recommended: " << why_recommended << "\n";
     std::cout << "\nbest plan:\n" << format_plan(res.plans.front().plan, res.plans.front().estimate);
     const auto& rt = res.plans.front().estimate.run;
     std::cout << fmt::format("  whole run: {:.1f} days expected (x{:.4f}: checkpoint {:.0f} GB written in {:.0f} s every "
@@ -632,6 +726,16 @@ int run_cli(int argc, char** argv) {
                     "print the full simulation report of these row ids instead (with --json: their JSON report)");
 
 
+    auto* emc = app.add_subcommand("error-model",
+                                   "run validate on published-measurement files and write the error-band table "
+                                   "(docs/trust.md)");
+    std::vector<std::string> em_files, em_held_out;
+    std::string em_out, em_data;
+    emc->add_option("FILES", em_files, "published-measurement CSVs (rows that guided a constant: seen)")->required();
+    emc->add_option("--held-out", em_held_out, "CSVs whose rows guided no constant (held out)");
+    emc->add_option("--out", em_out, "write the table here (atomically) instead of stdout");
+    emc->add_option("--data-dir", em_data, "folder with models/ and hardware/");
+
     PlanArgs plan_args;
     auto* plan_cmd = app.add_subcommand("plan", "search every valid parallel layout, simulate those that fit, rank them");
     plan_cmd->add_option("FILE", plan_args.file, "scenario YAML (its first plan gives model, training, GPU, pricing)");
@@ -682,6 +786,22 @@ int run_cli(int argc, char** argv) {
     if (*topo) return print_topology(topo_args, topo_fabric, topo_dot);
     if (*coll) return run_collective(coll_args);
     if (*plan_cmd) return run_plan_search(plan_args);
+    if (*emc) {
+        std::vector<ErrorSample> samples;
+        std::vector<std::pair<std::string, bool>> files;
+        for (const auto& f : em_files) files.emplace_back(f, false);
+        for (const auto& f : em_held_out) files.emplace_back(f, true);
+        const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+        for (const auto& [file, held_out] : files) {
+            const auto rows = model::load_validation_csv(file, data_dir(em_data));
+            const auto s = error_samples(rows, fs::path(file).filename().string(), held_out, threads);
+            samples.insert(samples.end(), s.begin(), s.end());
+        }
+        const auto table = error_model_json(build_error_model(samples)).dump(1) + "\n";
+        if (em_out.empty()) std::cout << table;
+        else write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
+        return kExitOk;
+    }
     if (*val) {
         auto rows = model::load_validation_csv(val_file, data_dir(val_data));
         for (const auto& id : val_rows) {
@@ -720,7 +840,8 @@ int run_cli(int argc, char** argv) {
             return kExitOk;
         }
         const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-        const auto rep = validate_rows(rows, val_kind, threads);
+        const auto em = load_error_model(data_dir(val_data));
+        const auto rep = validate_rows(rows, val_kind, threads, em ? &*em : nullptr);
         if (val_json) std::cout << report_json(rep).dump(2) << "\n";
         else std::cout << report_text(rep, val_verbose);
         return kExitOk;

@@ -128,6 +128,31 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
     j["critical_stage"] = e.step->critical_stage;
     j["simulated_ranks"] = e.step->simulated_ranks;
     j["simulated_ops"] = e.step->ops;
+    if (e.band) {
+        // p10 / p90 beside each contract field (docs/trust.md): time-like figures scale with the
+        // band's time factors, throughputs with their inverse.
+        const auto& b = *e.band;
+        auto time_like = [&](const char* k, double v) {
+            j[std::string(k) + "_p10"] = v * b.time_p10;
+            j[std::string(k) + "_p90"] = v * b.time_p90;
+        };
+        auto rate_like = [&](const char* k, double v) {
+            j[std::string(k) + "_p10"] = v / b.time_p90;
+            j[std::string(k) + "_p90"] = v / b.time_p10;
+        };
+        time_like("step_time_s", e.step_time_s);
+        rate_like("tokens_per_s", e.tokens_per_s);
+        rate_like("tokens_per_s_per_gpu", e.tokens_per_s_per_gpu);
+        rate_like("mfu", e.mfu);
+        time_like("days_to_train", e.days_to_train);
+        time_like("expected_days", e.expected_days);
+        time_like("gpu_hours", e.gpu_hours);
+        time_like("cost", e.cost);
+        time_like("expected_cost", e.expected_cost);
+        time_like("cost_per_million_tokens", e.cost_per_million_tokens);
+        j["band"] = json{{"basis", b.basis}, {"rows", b.rows}, {"regime", b.regime}, {"p50_factor", b.time_p50}};
+        j["out_of_domain"] = b.out_of_domain;
+    }
     return j;
 }
 
@@ -182,9 +207,21 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      "MFU {:.1f}% of {:.0f} TFLOP/s ({} peak, causal FLOPs; non-causal {:.1f}%)\n",
                      e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,
                      model::to_string(plan.precision), 100 * e.mfu_noncausal);
-    s += fmt::format("  {:.3g} tokens: {:.1f} days | {:.0f} GPU-hours | {} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens\n",
-                     plan.training.tokens, e.days_to_train, e.gpu_hours, money(e.cost, e.currency),
+    if (!e.band) {
+        s += fmt::format("  {:.3g} tokens: {:.1f} days | {:.0f} GPU-hours | {} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens\n",
+                         plan.training.tokens, e.days_to_train, e.gpu_hours, money(e.cost, e.currency),
+                         e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency);
+        return s;
+    }
+    const auto& band = *e.band;
+    s += fmt::format("  {:.3g} tokens: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {} ({}-{}) at {:.2f} "
+                     "{}/GPU-h | {:.2f} {} per M tokens\n",
+                     plan.training.tokens, e.days_to_train, e.days_to_train * band.time_p10, e.days_to_train * band.time_p90,
+                     e.gpu_hours, e.gpu_hours * band.time_p10, e.gpu_hours * band.time_p90, money(e.cost, e.currency),
+                     money(e.cost * band.time_p10, e.currency), money(e.cost * band.time_p90, e.currency),
                      e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency);
+    s += fmt::format("  80% band (p10-p90, docs/trust.md): {}; regime {}\n", band.basis, band.regime);
+    for (const auto& why : band.out_of_domain) s += fmt::format("  ** outside the evidence: {}\n", why);
     return s;
 }
 

@@ -196,7 +196,7 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
 }
 
 ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind,
-                               unsigned threads) {
+                               unsigned threads, const ErrorModel* bands) {
     ValidationReport rep;
     rep.rows.resize(rows.size());
     parallel_for(rows.size(), threads, [&](std::size_t i) {
@@ -243,6 +243,8 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
             return;
         }
         r.predicted = e.tokens_per_s_per_gpu;
+        r.regime = regime_of(plan);
+        r.features = features_of(plan);
         if (row.kind == "end_to_end") {
             // Whole-run totals also pay checkpoint writes, work lost to failures and restarts:
             // the run model's expected wall clock over the steady one (docs/plan-search.md,
@@ -257,6 +259,13 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
                 run.cluster_mtbf_s / 3600.0, run.restart_s / 60.0));
         }
         r.error_pct = (r.predicted - r.measured) / r.measured * 100.0;
+        if (bands != nullptr) {
+            const auto b = band_for(*bands, plan);
+            r.has_band = true;
+            r.predicted_p10 = r.predicted / b.time_p90;
+            r.predicted_p90 = r.predicted / b.time_p10;
+            r.out_of_domain = b.out_of_domain;
+        }
         if (!e.fits) {
             r.status = "does_not_fit";
             r.reason = fmt::format(
@@ -282,10 +291,37 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         kd[r.kind].push_back(r.error_pct);
     }
     rep.overall = error_stats(all);
+    if (bands != nullptr) {
+        std::vector<double> widths;
+        int inside = 0;
+        for (const auto& r : rep.rows) {
+            if (r.status == "skipped" || !r.has_band) continue;
+            inside += r.measured >= r.predicted_p10 && r.measured <= r.predicted_p90 ? 1 : 0;
+            widths.push_back(r.predicted_p90 / r.predicted_p10 - 1.0);
+        }
+        rep.has_bands = !widths.empty();
+        if (rep.has_bands) {
+            std::sort(widths.begin(), widths.end());
+            rep.coverage = static_cast<double>(inside) / static_cast<double>(widths.size());
+            rep.median_width = widths.size() % 2 == 1 ? widths[widths.size() / 2]
+                                                      : 0.5 * (widths[widths.size() / 2 - 1] + widths[widths.size() / 2]);
+        }
+    }
     for (const auto& [k, v] : gp) rep.by_gpu_precision[k] = error_stats(v);
     for (const auto& [k, v] : sg) rep.by_source_group[k] = error_stats(v);
     for (const auto& [k, v] : kd) rep.by_kind[k] = error_stats(v);
     return rep;
+}
+
+std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& rows, const std::string& file_name,
+                                       bool held_out, unsigned threads) {
+    std::vector<ErrorSample> out;
+    const auto rep = validate_rows(rows, "step", threads);
+    for (const auto& r : rep.rows) {
+        if (r.status == "skipped") continue;
+        out.push_back({file_name, r.source_group, r.regime, r.features, r.error_pct / 100.0, held_out});
+    }
+    return out;
 }
 
 namespace {
@@ -313,6 +349,12 @@ nlohmann::json report_json(const ValidationReport& r) {
         } else {
             j["predicted_tokens_per_s_per_gpu"] = x.predicted;
             j["error_pct"] = x.error_pct;
+            j["regime"] = x.regime.key();
+            if (x.has_band) {
+                j["predicted_p10"] = x.predicted_p10;
+                j["predicted_p90"] = x.predicted_p90;
+                j["out_of_domain"] = x.out_of_domain;
+            }
         }
         rows.push_back(j);
     }
@@ -322,6 +364,10 @@ nlohmann::json report_json(const ValidationReport& r) {
     for (const auto& [k, v] : r.by_gpu_precision) summary["by_gpu_precision"][k] = stats_json(v);
     for (const auto& [k, v] : r.by_source_group) summary["by_source_group"][k] = stats_json(v);
     for (const auto& [k, v] : r.by_kind) summary["by_kind"][k] = stats_json(v);
+    if (r.has_bands) {
+        summary["band_coverage"] = r.coverage;
+        summary["band_median_width"] = r.median_width;
+    }
     return {{"rows", rows}, {"summary", summary}};
 }
 
@@ -354,6 +400,10 @@ std::string report_text(const ValidationReport& r, bool verbose) {
     s += "by kind:\n";
     for (const auto& [k, v] : r.by_kind) s += line(k, v);
     s += fmt::format("skipped {}, measured-but-does-not-fit (memory-model errors) {}\n", r.skipped, r.does_not_fit);
+    if (r.has_bands)
+        s += fmt::format("80% bands (docs/trust.md): {:.0f}% of the compared rows inside their band; median width "
+                         "{:.0f}% of the p10 throughput\n",
+                         100 * r.coverage, 100 * r.median_width);
     return s;
 }
 

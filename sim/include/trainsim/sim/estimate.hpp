@@ -5,6 +5,7 @@
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/scenario.hpp"
 #include "trainsim/sim/executor.hpp"
+#include "trainsim/sim/trust.hpp"
 #include "trainsim/sim/network.hpp"
 #include "trainsim/sim/run_model.hpp"
 
@@ -43,6 +44,8 @@ struct RunEstimate {
     double cost = 0;
     double cost_per_million_tokens = 0;
     std::string currency;
+    // How far to trust the figures (trust.hpp), when an error model was given.
+    std::optional<Band> band;
 };
 
 // Hours in the month used for machine-month prices: 8760 / 12.

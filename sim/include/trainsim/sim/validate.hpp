@@ -2,6 +2,7 @@
 #pragma once
 
 #include "trainsim/model/validation_set.hpp"
+#include "trainsim/sim/trust.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,12 @@ struct RowResult {
     std::string reason;
     std::string gpu, precision, source_group, kind;
     std::vector<std::string> choices;
+    // The simulated plan's regime and features (error model), and its band when one was given.
+    Regime regime;
+    PlanFeatures features;
+    bool has_band = false;
+    double predicted_p10 = 0, predicted_p90 = 0;  // tokens/s/GPU
+    std::vector<std::string> out_of_domain;
 };
 
 struct ErrorStats {
@@ -34,6 +41,10 @@ struct ValidationReport {
     ErrorStats overall;
     std::map<std::string, ErrorStats> by_gpu_precision, by_source_group, by_kind;
     int skipped = 0, does_not_fit = 0;
+    // With an error model: the share of compared rows whose measurement lies in their band, and
+    // the band's median width (p90 / p10 of the predicted throughput, minus 1).
+    bool has_bands = false;
+    double coverage = 0, median_width = 0;
 };
 
 // The row's plan with blank micro_batch / recompute cells tuned as the source's benchmark was:
@@ -44,8 +55,14 @@ struct ValidationReport {
                                            std::vector<std::string>* defaulted = nullptr);
 
 // Simulates every row (kind filter: empty = all). Rows run on `threads` workers.
+// With `bands`, each compared row also gets its band (predicted_p10 / _p90) and the report its
+// coverage.
 [[nodiscard]] ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind,
-                                             unsigned threads);
+                                             unsigned threads, const ErrorModel* bands = nullptr);
+// The step rows of one published file as error-model samples (trust.hpp): every compared row's
+// signed error with its regime and features.
+[[nodiscard]] std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& rows,
+                                                     const std::string& file_name, bool held_out, unsigned threads);
 [[nodiscard]] nlohmann::json report_json(const ValidationReport& r);
 [[nodiscard]] std::string report_text(const ValidationReport& r, bool verbose);
 

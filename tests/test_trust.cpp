@@ -1,0 +1,153 @@
+// Error bands (docs/trust.md): the error model's quantiles, its lookup by regime, the
+// out-of-domain flags, and the committed table against a regeneration.
+#include "fixtures.hpp"
+#include "trainsim/model/loader.hpp"
+#include "trainsim/model/validation_set.hpp"
+#include "trainsim/sim/trust.hpp"
+#include "trainsim/sim/validate.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using namespace trainsim;
+
+namespace {
+sim::ErrorSample sample(const std::string& source, double error, const sim::Regime& r) {
+    sim::ErrorSample s;
+    s.file = "f.csv";
+    s.source = source;
+    s.regime = r;
+    s.features.params = 7e9;
+    s.features.gpus = 8;
+    s.features.gpu = "test-gpu";
+    s.features.precision = "bf16";
+    s.features.family = r.family;
+    s.features.seq_len = 4096;
+    s.error = error;
+    return s;
+}
+sim::Regime regime(const std::string& scale) { return {"megatron-core", "other", scale, "16k+"}; }
+
+sim::ErrorModel shipped_error_model() {
+    std::ifstream in(fs::path(TRAINSIM_TEST_DATA_DIR) / "trust" / "error-model.json");
+    REQUIRE(in);
+    return sim::error_model_from_json(nlohmann::json::parse(in), "error-model.json");
+}
+} // namespace
+
+TEST_CASE("a regime's band is the 10th / 50th / 90th percentile of its rows' signed errors", "[trust]") {
+    // 21 rows of one source, errors -10% ... +10% in 1% steps: type-7 quantiles at 0.1 / 0.5 / 0.9
+    // are -8%, 0 and +8% (positions 2, 10 and 18 of 0..20).
+    std::vector<sim::ErrorSample> s;
+    for (int i = 0; i <= 20; ++i) s.push_back(sample("a", (i - 10) / 100.0, regime("1-8")));
+    const auto m = sim::build_error_model(s);
+    const auto it = std::find_if(m.bands.begin(), m.bands.end(), [](const auto& b) { return b.key == "all"; });
+    REQUIRE(it != m.bands.end());
+    CHECK(it->rows == 21);
+    CHECK(it->p10 == Approx(-0.08));
+    CHECK(it->p50 == Approx(0.0).margin(1e-12));
+    CHECK(it->p90 == Approx(0.08));
+    CHECK(it->basis.find("seen") != std::string::npos);
+}
+
+TEST_CASE("the band spans how far whole sources read (leave one source out)", "[trust]") {
+    // Three sources, each tight around its own offset (-20%, 0, +30%): the pooled row quantiles
+    // alone would miss how far a whole source can read; the band takes the sources' medians' spread.
+    std::vector<sim::ErrorSample> s;
+    const std::pair<const char*, double> src[] = {{"a", -0.2}, {"b", 0.0}, {"c", 0.3}};
+    for (const auto& [name, off] : src)
+        for (int i = 0; i < 2; ++i) s.push_back(sample(name, off + (i ? 0.001 : -0.001), regime("1-8")));
+    for (int i = 0; i < 30; ++i) s.push_back(sample("b", 0.0, regime("1-8")));
+    const auto m = sim::build_error_model(s);
+    const auto& all = *std::find_if(m.bands.begin(), m.bands.end(), [](const auto& b) { return b.key == "all"; });
+    // Row quantiles: 36 rows, 32 of them within 0.001 of 0 -> p10 and p90 ~0. Source medians
+    // -0.2, 0, 0.3: type-7 q10 = -0.16, q90 = +0.24.
+    CHECK(all.p50 == Approx(0.0).margin(1e-9));
+    CHECK(all.p10 == Approx(-0.16).margin(1e-9));
+    CHECK(all.p90 == Approx(0.24).margin(1e-9));
+}
+
+TEST_CASE("a regime with too few rows is looked up at a coarser key and widened", "[trust]") {
+    std::vector<sim::ErrorSample> s;
+    for (int i = 0; i <= 20; ++i) s.push_back(sample("a", (i - 10) / 100.0, regime("1-8")));
+    for (int i = 0; i < 3; ++i) s.push_back(sample("a", 0.5, regime("257+")));  // under kMinRegimeRows
+    const auto m = sim::build_error_model(s);
+    auto plan = test::small_plan(1, 1, 8, 1024, 1);
+    plan.cluster.nodes = 64;  // 512 GPUs: regime megatron-core/other/257+/...
+    plan.parallel.dp = 512;
+    const auto b = sim::band_for(m, plan);
+    CHECK(b.regime == "megatron-core/other");  // the finest key with enough rows
+    CHECK(b.basis.find("looked up at") != std::string::npos);
+    CHECK(b.time_p90 > b.time_p50);
+}
+
+TEST_CASE("a plan far outside the evidence is flagged and its band widened", "[trust]") {
+    const auto m = shipped_error_model();
+    model::LoadOptions opts;
+    opts.data_dir = TRAINSIM_TEST_DATA_DIR;
+    const std::string far = R"(
+model: llama3.1-405b
+training: {tokens: 1T, seq_len: 4096, global_batch: 2048, micro_batch: 1}
+parallel: {tp: 8, pp: 16, dp: auto, recompute: full}
+precision: fp16
+cluster: {gpu: a100-sxm-40gb, nodes: 512, gpus_per_node: 8, intra_node: pcie}
+)";
+    const std::string near = R"(
+model: llama2-70b
+training: {tokens: 1T, seq_len: 4096, global_batch: 1024, micro_batch: 1}
+parallel: {tp: 8, pp: 4, dp: auto, sequence_parallel: true}
+precision: bf16
+cluster: {gpu: h100-sxm, nodes: 8, gpus_per_node: 8}
+)";
+    const auto sf = model::load_scenario_text(far, "far.yaml", opts);
+    const auto sn = model::load_scenario_text(near, "near.yaml", opts);
+    const auto bf = sim::band_for(m, sf.plans.front());
+    const auto bn = sim::band_for(m, sn.plans.front());
+    CHECK(bn.out_of_domain.empty());
+    // 405B is within twice the largest checked model (MT-NLG 530B is in the evidence); 4096
+    // GPUs, FP16 on A100 40GB and PCIe inside the node are not.
+    CHECK(bf.out_of_domain.size() >= 2);
+    bool pcie = false, gpus = false;
+    for (const auto& w : bf.out_of_domain) {
+        pcie = pcie || w.find("pcie") != std::string::npos;
+        gpus = gpus || w.find("GPUs") != std::string::npos;
+    }
+    CHECK(pcie);
+    CHECK(gpus);
+    // Widened: the far plan's band is wider than its regime's own quantiles.
+    const auto key = sim::regime_of(sf.plans.front()).key(4);
+    double width_regime = 0;
+    for (int level = 4; level >= 0 && width_regime == 0; --level)
+        for (const auto& r : m.bands)
+            if (r.key == sim::regime_of(sf.plans.front()).key(level)) width_regime = r.p90 - r.p10;
+    CHECK((bf.time_p90 - bf.time_p10) > 1.5 * width_regime);
+    CHECK(bf.basis.find("outside the evidence") != std::string::npos);
+    (void)key;
+}
+
+TEST_CASE("the committed error-band table is what the code regenerates", "[trust][data]") {
+    // scripts/error-model's inputs, in its order.
+    const fs::path shared = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation";
+    const fs::path data = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data";
+    const std::vector<std::pair<fs::path, bool>> files{
+        {shared / "published-dev.csv", false},          {shared / "vtrain-dev.csv", false},
+        {data / "published-torchtitan.csv", false},      {data / "published-llm-foundry.csv", false},
+        {data / "published-other.csv", false},           {data / "published-nemo-h100.csv", true}};
+    std::vector<sim::ErrorSample> samples;
+    for (const auto& [f, held_out] : files) {
+        REQUIRE(fs::exists(f));
+        const auto rows = model::load_validation_csv(f, TRAINSIM_TEST_DATA_DIR);
+        const auto s = sim::error_samples(rows, f.filename().string(), held_out, 2);
+        samples.insert(samples.end(), s.begin(), s.end());
+    }
+    const auto regenerated = sim::error_model_json(sim::build_error_model(samples));
+    std::ifstream in(fs::path(TRAINSIM_TEST_DATA_DIR) / "trust" / "error-model.json");
+    REQUIRE(in);
+    const auto committed = nlohmann::json::parse(in);
+    INFO("regenerate with scripts/error-model");
+    CHECK(committed == nlohmann::json::parse(regenerated.dump(1)));
+}
