@@ -132,3 +132,32 @@ TEST_CASE("validate --json --row reports just those rows with the issue's fields
     CHECK(j.at("summary").at("n") == 2);
     CHECK(run_trainsim("validate '" + csv.string() + "' --json --row 9999").rc == 2);
 }
+
+TEST_CASE("plan marks the plans whose error bands overlap the best as tied and recommends one", "[cli][contract][trust]") {
+    const auto r = run_trainsim("plan --model llama2-7b --gpu h100-sxm --gpus 8,64 --tokens 1T --json -q");
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& plans = j["plans"];
+    REQUIRE(plans.size() >= 2);
+    CHECK(plans[0]["tied_with_best"] == true);
+    int recommended = 0;
+    const double best_p90 = plans[0]["days_to_train_p90"].get<double>();
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+        const auto& p = plans[i];
+        CHECK(p["rank"] == i + 1);
+        // Tied exactly when the plan's p10 is within the best plan's p90.
+        CHECK(p["tied_with_best"].get<bool>() == (p["days_to_train_p10"].get<double>() <= best_p90));
+        if (p["recommended"].get<bool>()) {
+            ++recommended;
+            CHECK(p["tied_with_best"] == true);
+        }
+    }
+    CHECK(recommended == 1);
+    // --rank p90: ordered by the pessimistic end of the band.
+    const auto r90 = run_trainsim("plan --model llama2-7b --gpu h100-sxm --gpus 8,64 --tokens 1T --json -q --rank p90");
+    REQUIRE(r90.rc == 0);
+    const auto j90 = nlohmann::json::parse(r90.out);
+    for (std::size_t i = 1; i < j90["plans"].size(); ++i)
+        CHECK(j90["plans"][i - 1]["days_to_train_p90"].get<double>() <= j90["plans"][i]["days_to_train_p90"].get<double>());
+    CHECK(j90["search"]["rank_p90"] == true);
+}
