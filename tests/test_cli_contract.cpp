@@ -133,7 +133,8 @@ TEST_CASE("validate --json --row reports just those rows with the issue's fields
     CHECK(run_trainsim("validate '" + csv.string() + "' --json --row 9999").rc == 2);
 }
 
-TEST_CASE("plan marks the plans whose error bands overlap the best as tied and recommends one", "[cli][contract][trust]") {
+TEST_CASE("plan marks the plans whose error bands overlap the best as tied and recommends one",
+          "[cli][contract][trust]") {
     const auto r = run_trainsim("plan --model llama2-7b --gpu h100-sxm --gpus 8,64 --tokens 1T --json -q");
     REQUIRE(r.rc == 0);
     const auto j = nlohmann::json::parse(r.out);
@@ -158,6 +159,7 @@ TEST_CASE("plan marks the plans whose error bands overlap the best as tied and r
     REQUIRE(r90.rc == 0);
     const auto j90 = nlohmann::json::parse(r90.out);
     for (std::size_t i = 1; i < j90["plans"].size(); ++i)
-        CHECK(j90["plans"][i - 1]["days_to_train_p90"].get<double>() <= j90["plans"][i]["days_to_train_p90"].get<double>());
+        CHECK(j90["plans"][i - 1]["days_to_train_p90"].get<double>() <=
+              j90["plans"][i]["days_to_train_p90"].get<double>());
     CHECK(j90["search"]["rank_p90"] == true);
 }

@@ -557,7 +557,7 @@ namespace {
 // the op at `sync` (if any) is one the host waits for.
 model::OpGraph kernel_chain(int n, double bytes, int sync = -1) {
     model::OpGraph g;
-    g.protos.emplace_back();  // id 0: none
+    g.protos.emplace_back(); // id 0: none
     model::OpProto k;
     k.kind = model::OpKind::memory;
     k.name = "k";
@@ -587,12 +587,12 @@ model::Plan one_gpu_plan() {
 } // namespace
 
 TEST_CASE("the host issues kernels in order: short kernels wait for it, long ones hide it", "[executor][host]") {
-    const auto plan = one_gpu_plan();  // Megatron-Core on Transformer Engine: 10 us per forward launch
+    const auto plan = one_gpu_plan(); // Megatron-Core on Transformer Engine: 10 us per forward launch
     const auto hc = model::host_costs(plan.parallel.host_dispatch);
     REQUIRE(hc.forward_launch == Time::us(10.0));
     const sim::ComputeCost cc(plan.hardware);
     SECTION("kernels shorter than a launch: the GPU starves, the step is the host's") {
-        const auto g = kernel_chain(100, 0.0);  // each kernel is the 4 us kernel overhead alone
+        const auto g = kernel_chain(100, 0.0); // each kernel is the 4 us kernel overhead alone
         const Time k = cc.cost(g.protos[1]);
         REQUIRE(k < hc.forward_launch);
         const auto r = run_graph(plan, g);
@@ -602,7 +602,7 @@ TEST_CASE("the host issues kernels in order: short kernels wait for it, long one
         CHECK(r.host_busy == hc.forward_launch * 100);
     }
     SECTION("kernels longer than a launch: the host runs ahead and costs only the first launch") {
-        const auto g = kernel_chain(100, 2.4e9);  // 1 ms each on the test profile
+        const auto g = kernel_chain(100, 2.4e9); // 1 ms each on the test profile
         const Time k = cc.cost(g.protos[1]);
         const auto r = run_graph(plan, g);
         CHECK(r.step_time == hc.forward_launch + k * 100);
@@ -623,7 +623,7 @@ TEST_CASE("backward kernels are issued by the autograd engine at its own launch 
     plan.parallel.host_dispatch = model::HostDispatch::legacy;
     auto g = kernel_chain(10, 0.0);
     for (auto& op : g.stages[0].ops) op.category = model::Category::backward;
-    g.protos[1].launches = 3;  // e.g. a linear's dgrad, wgrad and bias-gradient sum
+    g.protos[1].launches = 3; // e.g. a linear's dgrad, wgrad and bias-gradient sum
     const auto hc = model::host_costs(plan.parallel.host_dispatch);
     const sim::ComputeCost cc(plan.hardware);
     const auto r = run_graph(plan, g);

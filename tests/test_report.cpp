@@ -91,8 +91,8 @@ plans:
     parallel: {tp: 4}
 )";
 
-const std::set<std::string> kCategories{"forward", "backward", "recompute", "optimizer",
-                                        "tp_comm", "cp_comm",  "dp_comm",   "pp_comm", "host"};
+const std::set<std::string> kCategories{"forward", "backward", "recompute", "optimizer", "tp_comm",
+                                        "cp_comm", "dp_comm",  "pp_comm",   "host"};
 
 // Checks the structure every trace must have; returns the end of the last event in seconds.
 double check_trace(const json& t) {

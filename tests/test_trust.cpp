@@ -30,7 +30,9 @@ sim::ErrorSample sample(const std::string& source, double error, const sim::Regi
     s.error = error;
     return s;
 }
-sim::Regime regime(const std::string& scale) { return {"megatron-core", "other", scale, "16k+"}; }
+sim::Regime regime(const std::string& scale) {
+    return {"megatron-core", "other", scale, "16k+"};
+}
 
 sim::ErrorModel shipped_error_model() {
     std::ifstream in(fs::path(TRAINSIM_TEST_DATA_DIR) / "trust" / "error-model.json");
@@ -74,13 +76,13 @@ TEST_CASE("the band spans how far whole sources read (leave one source out)", "[
 TEST_CASE("a regime with too few rows is looked up at a coarser key and widened", "[trust]") {
     std::vector<sim::ErrorSample> s;
     for (int i = 0; i <= 20; ++i) s.push_back(sample("a", (i - 10) / 100.0, regime("1-8")));
-    for (int i = 0; i < 3; ++i) s.push_back(sample("a", 0.5, regime("257+")));  // under kMinRegimeRows
+    for (int i = 0; i < 3; ++i) s.push_back(sample("a", 0.5, regime("257+"))); // under kMinRegimeRows
     const auto m = sim::build_error_model(s);
     auto plan = test::small_plan(1, 1, 8, 1024, 1);
-    plan.cluster.nodes = 64;  // 512 GPUs: regime megatron-core/other/257+/...
+    plan.cluster.nodes = 64; // 512 GPUs: regime megatron-core/other/257+/...
     plan.parallel.dp = 512;
     const auto b = sim::band_for(m, plan);
-    CHECK(b.regime == "megatron-core/other");  // the finest key with enough rows
+    CHECK(b.regime == "megatron-core/other"); // the finest key with enough rows
     CHECK(b.basis.find("looked up at") != std::string::npos);
     CHECK(b.time_p90 > b.time_p50);
 }
@@ -134,9 +136,9 @@ TEST_CASE("the committed error-band table is what the code regenerates", "[trust
     const fs::path shared = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation";
     const fs::path data = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data";
     const std::vector<std::pair<fs::path, bool>> files{
-        {shared / "published-dev.csv", false},          {shared / "vtrain-dev.csv", false},
-        {data / "published-torchtitan.csv", false},      {data / "published-llm-foundry.csv", false},
-        {data / "published-other.csv", false},           {data / "published-nemo-h100.csv", true}};
+        {shared / "published-dev.csv", false},      {shared / "vtrain-dev.csv", false},
+        {data / "published-torchtitan.csv", false}, {data / "published-llm-foundry.csv", false},
+        {data / "published-other.csv", false},      {data / "published-nemo-h100.csv", true}};
     std::vector<sim::ErrorSample> samples;
     for (const auto& [f, held_out] : files) {
         REQUIRE(fs::exists(f));

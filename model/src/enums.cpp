@@ -85,11 +85,16 @@ std::string to_string(SelectiveRecompute v) {
 
 std::string to_string(HostDispatch v) {
     switch (v) {
-    case HostDispatch::te: return "te";
-    case HostDispatch::legacy: return "legacy";
-    case HostDispatch::eager: return "eager";
-    case HostDispatch::compiled: return "compiled";
-    case HostDispatch::graphs: return "graphs";
+        case HostDispatch::te:
+            return "te";
+        case HostDispatch::legacy:
+            return "legacy";
+        case HostDispatch::eager:
+            return "eager";
+        case HostDispatch::compiled:
+            return "compiled";
+        case HostDispatch::graphs:
+            return "graphs";
     }
     return "?";
 }

@@ -169,22 +169,23 @@ HostCosts host_costs(HostDispatch dispatch) {
     c.collective_call = Time::us(20.0);
     c.p2p_call = Time::us(20.0);
     switch (dispatch) {
-    case HostDispatch::te:
-    case HostDispatch::legacy:
-    case HostDispatch::eager: break;
-    case HostDispatch::compiled:
-        // Inductor's generated wrapper launches its Triton kernels directly (no dispatcher or
-        // autograd per kernel; one autograd node per compiled region): estimated 5 us per kernel.
-        c.forward_launch = Time::us(5.0);
-        c.backward_launch = Time::us(5.0);
-        break;
-    case HostDispatch::graphs:
-        // A captured CUDA graph replays its kernels with one cudaGraphLaunch (~10 us per graph of
-        // hundreds of kernels): well under 1 us per kernel; collectives captured too.
-        c.forward_launch = Time::us(0.5);
-        c.backward_launch = Time::us(0.5);
-        c.collective_call = Time::us(0.5);
-        break;
+        case HostDispatch::te:
+        case HostDispatch::legacy:
+        case HostDispatch::eager:
+            break;
+        case HostDispatch::compiled:
+            // Inductor's generated wrapper launches its Triton kernels directly (no dispatcher or
+            // autograd per kernel; one autograd node per compiled region): estimated 5 us per kernel.
+            c.forward_launch = Time::us(5.0);
+            c.backward_launch = Time::us(5.0);
+            break;
+        case HostDispatch::graphs:
+            // A captured CUDA graph replays its kernels with one cudaGraphLaunch (~10 us per graph of
+            // hundreds of kernels): well under 1 us per kernel; collectives captured too.
+            c.forward_launch = Time::us(0.5);
+            c.backward_launch = Time::us(0.5);
+            c.collective_call = Time::us(0.5);
+            break;
     }
     return c;
 }

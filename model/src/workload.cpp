@@ -124,66 +124,62 @@ struct LayerLaunches {
     int ln1, qkv, rope, attn_fwd, attn_qk, attn_softmax, attn_pv, attn_out, res_ln2, fc1, act, fc2, residual;
     int fc2_dgrad, fc2_wgrad, act_bwd, fc1_dgrad, fc1_wgrad, ln2_bwd, out_dgrad, out_wgrad, attn_bwd;
     int attn_dv, attn_dp, attn_softmax_bwd, attn_dq, attn_dk, rope_bwd, qkv_dgrad, qkv_wgrad, ln1_bwd;
-    int fp8_cast;  // per FP8 cast-transpose op (amax, scale update, cast-transpose of each tensor)
+    int fp8_cast; // per FP8 cast-transpose op (amax, scale update, cast-transpose of each tensor)
     int embed_fwd, embed_bwd, final_ln, loss, loss_calls, loss_bwd;
 };
 LayerLaunches layer_launches(HostDispatch d, CrossEntropy ce) {
     LayerLaunches l{};
     switch (d) {
-    case HostDispatch::legacy:
-        // Megatron-LM 2021-22 megatron/model/transformer.py (ParallelTransformerLayer) and
-        // mpu/layers.py, forward: Apex FusedLayerNorm 1; the QKV ColumnParallelLinear keeps its bias
-        // in F.linear -> addmm: bias copy + GEMM 2; the Q/K/V transposes 1; baddbmm 1;
-        // FusedScaleMaskSoftmax 1, attention dropout under the RNG tracker's fork 1 (+1 for the
-        // fork's get/set of the CUDA RNG state); bmm 1 + permute().contiguous() 1; dense GEMM
-        // (skip_bias_add) 1; bias_dropout_add (TorchScript: fused add + dropout mask) 2 +
-        // post-attention LayerNorm 1; dense_h_to_4h 1; bias_gelu (TorchScript) 1; dense_4h_to_h 1;
-        // bias_dropout_add 2: 19 kernels. Backward (autograd): each GEMM's dgrad and wgrad, the bias
-        // gradients (a sum each), Apex's LayerNorm backward (3 kernels), dropout and softmax
-        // backward, the residual branches' gradient adds, and the AccumulateGrad add into each of
-        // the layer's 12 parameter gradients (DeepSpeed / Megatron accumulate grads per parameter
-        // across micro-batches): 43 kernels.
-        l = {1, 2, 1, 1, 1, 3, 2, 1, 3, 1, 1, 1, 2,  1, 2, 3, 1, 2, 9, 1, 2, 2,
-             2, 1, 2, 1, 1, 1, 1, 4, 9,  4,
-             // GPT embedding: word + position lookups, add, dropout; backward: the two embedding
-             // backwards (sort-based) and their accumulations; final LayerNorm; vocab-parallel
-             // cross-entropy (mpu/cross_entropy.py: max, subtract, target mask and gather, exp, sum,
-             // log, ... ~15 ops, 3 all-reduces; backward ~6 ops).
-             4, 12, 1, 15, 3, 6};
-        break;
-    case HostDispatch::eager:
-        // Plain PyTorch modules (torchtitan's Llama, eager): RMSNorm as float(), pow, mean, add,
-        // rsqrt, mul, type_as, mul weight 8; wq, wk, wv 3; RoPE through view_as_complex: float()
-        // and view x2, complex mul x2, view_as_real, type_as x2 6; SDPA 1 + transposes 3 (its
-        // contiguous copies); wo 1; residual add 1 + RMSNorm 8; w1, w3 2; silu, mul 2; w2 1;
-        // residual add 1. Backward about twice each forward op.
-        l = {8, 3, 6, 4, 1, 2, 1, 1, 9, 2, 2, 1, 1,  1, 1, 3, 3, 2, 16, 1, 1, 4,
-             1, 1, 2, 1, 1, 6, 5, 3, 16,  4,
-             1, 5, 8, 4, 1, 2};
-        break;
-    case HostDispatch::compiled:
-        // torch.compile: the element-wise chains fused into one generated kernel each, the GEMMs
-        // and the attention kernel as before.
-        l = {1, 3, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 0,  1, 1, 1, 2, 2, 2, 1, 1, 1,
-             1, 1, 1, 1, 1, 1, 3, 3, 2,  1,
-             1, 2, 1, 2, 1, 1};
-        break;
-    case HostDispatch::te:
-    case HostDispatch::graphs:
-        // Megatron-Core GPT layer on Transformer Engine: LayerNormLinear (LN kernel + GEMM) 1 + 1;
-        // fused RoPE for q and k 2; fused attention 1 (+2 around it: layout and softmax-stats
-        // buffers); proj Linear 1; fused bias-dropout-add 1 + LayerNormMLP's LN 1; fc1 1; fused
-        // bias-SwiGLU / GeLU 1; fc2 1; bias-dropout-add 1. Backward: dgrad and wgrad per GEMM (wgrad
-        // accumulates into main_grad inside the GEMM: gradient_accumulation_fusion), LN backward 2
-        // + the residual gradient add 1, fused activation / RoPE / attention backward.
-        l = {1, 1, 2, 3, 1, 2, 2, 1, 2, 1, 1, 1, 1,  1, 1, 1, 1, 1, 3, 1, 1, 3,
-             1, 1, 2, 1, 1, 2, 1, 1, 3,  2,
-             1, 6, 1, 15, 3, 6};
-        break;
+        case HostDispatch::legacy:
+            // Megatron-LM 2021-22 megatron/model/transformer.py (ParallelTransformerLayer) and
+            // mpu/layers.py, forward: Apex FusedLayerNorm 1; the QKV ColumnParallelLinear keeps its bias
+            // in F.linear -> addmm: bias copy + GEMM 2; the Q/K/V transposes 1; baddbmm 1;
+            // FusedScaleMaskSoftmax 1, attention dropout under the RNG tracker's fork 1 (+1 for the
+            // fork's get/set of the CUDA RNG state); bmm 1 + permute().contiguous() 1; dense GEMM
+            // (skip_bias_add) 1; bias_dropout_add (TorchScript: fused add + dropout mask) 2 +
+            // post-attention LayerNorm 1; dense_h_to_4h 1; bias_gelu (TorchScript) 1; dense_4h_to_h 1;
+            // bias_dropout_add 2: 19 kernels. Backward (autograd): each GEMM's dgrad and wgrad, the bias
+            // gradients (a sum each), Apex's LayerNorm backward (3 kernels), dropout and softmax
+            // backward, the residual branches' gradient adds, and the AccumulateGrad add into each of
+            // the layer's 12 parameter gradients (DeepSpeed / Megatron accumulate grads per parameter
+            // across micro-batches): 43 kernels.
+            l = {1, 2, 1, 1, 1, 3, 2, 1, 3, 1, 1, 1, 2, 1, 2, 3, 1, 2, 9, 1, 2, 2, 2, 1, 2, 1, 1, 1, 1, 4, 9, 4,
+                 // GPT embedding: word + position lookups, add, dropout; backward: the two embedding
+                 // backwards (sort-based) and their accumulations; final LayerNorm; vocab-parallel
+                 // cross-entropy (mpu/cross_entropy.py: max, subtract, target mask and gather, exp, sum,
+                 // log, ... ~15 ops, 3 all-reduces; backward ~6 ops).
+                 4, 12, 1, 15, 3, 6};
+            break;
+        case HostDispatch::eager:
+            // Plain PyTorch modules (torchtitan's Llama, eager): RMSNorm as float(), pow, mean, add,
+            // rsqrt, mul, type_as, mul weight 8; wq, wk, wv 3; RoPE through view_as_complex: float()
+            // and view x2, complex mul x2, view_as_real, type_as x2 6; SDPA 1 + transposes 3 (its
+            // contiguous copies); wo 1; residual add 1 + RMSNorm 8; w1, w3 2; silu, mul 2; w2 1;
+            // residual add 1. Backward about twice each forward op.
+            l = {8, 3, 6, 4, 1, 2, 1, 1, 9, 2, 2, 1,  1, 1, 1, 3, 3, 2, 16,
+                 1, 1, 4, 1, 1, 2, 1, 1, 6, 5, 3, 16, 4, 1, 5, 8, 4, 1, 2};
+            break;
+        case HostDispatch::compiled:
+            // torch.compile: the element-wise chains fused into one generated kernel each, the GEMMs
+            // and the attention kernel as before.
+            l = {1, 3, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 0, 1, 1, 1, 2, 2, 2,
+                 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 2, 1, 1, 2, 1, 2, 1, 1};
+            break;
+        case HostDispatch::te:
+        case HostDispatch::graphs:
+            // Megatron-Core GPT layer on Transformer Engine: LayerNormLinear (LN kernel + GEMM) 1 + 1;
+            // fused RoPE for q and k 2; fused attention 1 (+2 around it: layout and softmax-stats
+            // buffers); proj Linear 1; fused bias-dropout-add 1 + LayerNormMLP's LN 1; fc1 1; fused
+            // bias-SwiGLU / GeLU 1; fc2 1; bias-dropout-add 1. Backward: dgrad and wgrad per GEMM (wgrad
+            // accumulates into main_grad inside the GEMM: gradient_accumulation_fusion), LN backward 2
+            // + the residual gradient add 1, fused activation / RoPE / attention backward.
+            l = {1, 1, 2, 3, 1, 2, 2, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1,  1, 3,
+                 1, 1, 3, 1, 1, 2, 1, 1, 2, 1, 1, 3, 2, 1, 6, 1, 15, 3, 6};
+            break;
     }
     // The loss kernels follow the loss, not the model code.
-    if (ce == CrossEntropy::pytorch) l.loss = 2, l.loss_bwd = 2;  // log_softmax + nll_loss; backward likewise
-    if (ce == CrossEntropy::fused) l.loss = 1, l.loss_bwd = 1;    // one fused kernel each way
+    if (ce == CrossEntropy::pytorch) l.loss = 2, l.loss_bwd = 2; // log_softmax + nll_loss; backward likewise
+    if (ce == CrossEntropy::fused) l.loss = 1, l.loss_bwd = 1;   // one fused kernel each way
     return l;
 }
 
@@ -481,7 +477,8 @@ private:
         set(L.rope_bwd, l.rope_bwd), set(L.qkv_dgrad, l.qkv_dgrad), set(L.qkv_wgrad, l.qkv_wgrad);
         set(L.ln1_bwd, l.ln1_bwd), set(L.fp8_cast_fwd, l.fp8_cast), set(L.fp8_cast_bwd, l.fp8_cast);
         if (L.attn_fwd_ops.size() == 3) {
-            set(L.attn_fwd_ops[0], l.attn_qk), set(L.attn_fwd_ops[1], l.attn_softmax), set(L.attn_fwd_ops[2], l.attn_pv);
+            set(L.attn_fwd_ops[0], l.attn_qk), set(L.attn_fwd_ops[1], l.attn_softmax),
+                set(L.attn_fwd_ops[2], l.attn_pv);
         }
         if (L.attn_bwd_ops.size() == 5) {
             set(L.attn_bwd_ops[0], l.attn_dv), set(L.attn_bwd_ops[1], l.attn_dp);

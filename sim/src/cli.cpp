@@ -1,35 +1,35 @@
 #include "trainsim/sim/cli.hpp"
 
 #include "trainsim/model/loader.hpp"
+#include "trainsim/model/validation_set.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/html_report.hpp"
 #include "trainsim/sim/network.hpp"
 #include "trainsim/sim/output_file.hpp"
 #include "trainsim/sim/plan_search.hpp"
-#include "trainsim/sim/topology.hpp"
 #include "trainsim/sim/report.hpp"
 #include "trainsim/sim/scaling.hpp"
+#include "trainsim/sim/topology.hpp"
 #include "trainsim/sim/trace.hpp"
-#include "trainsim/sim/validate.hpp"
 #include "trainsim/sim/trust.hpp"
-#include "trainsim/model/validation_set.hpp"
+#include "trainsim/sim/validate.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <algorithm>
 #include <map>
 #include <optional>
 #include <thread>
 #include <tuple>
-#include <cmath>
 
 #include <unistd.h>
 
@@ -483,10 +483,14 @@ int run_plan_search(const PlanArgs& a) {
     // p90: rank by the pessimistic end of each plan's error band (docs/trust.md): days, or cost
     // with a deadline. Within one GPU count every plan shares its band, so this reorders counts.
     const bool rank_p90 = a.rank == "p90" || a.rank == "days-p90" || a.rank == "cost-p90";
-    if (a.rank.empty() || a.rank == "p90") o.rank = a.deadline_days && !a.budget ? RankBy::cost : RankBy::days;
-    else if (a.rank == "days" || a.rank == "days-p90") o.rank = RankBy::days;
-    else if (a.rank == "cost" || a.rank == "cost-p90") o.rank = RankBy::cost;
-    else plan_arg_error("--rank", fmt::format("unknown ranking '{}' (days, cost, p90, days-p90, cost-p90)", a.rank));
+    if (a.rank.empty() || a.rank == "p90")
+        o.rank = a.deadline_days && !a.budget ? RankBy::cost : RankBy::days;
+    else if (a.rank == "days" || a.rank == "days-p90")
+        o.rank = RankBy::days;
+    else if (a.rank == "cost" || a.rank == "cost-p90")
+        o.rank = RankBy::cost;
+    else
+        plan_arg_error("--rank", fmt::format("unknown ranking '{}' (days, cost, p90, days-p90, cost-p90)", a.rank));
     if (a.deadline_days && !(*a.deadline_days > 0)) plan_arg_error("--deadline-days", "must be positive");
     if (a.budget && !(*a.budget > 0)) plan_arg_error("--budget", "must be positive");
     if (a.days == "steady") o.basis = DaysBasis::steady;
@@ -571,8 +575,9 @@ int run_plan_search(const PlanArgs& a) {
                 why.push_back("a simpler schedule");
             if (b.plan.parallel.tp > b.plan.cluster.gpus_per_node && x.plan.parallel.tp <= x.plan.cluster.gpus_per_node)
                 why.push_back("no TP across nodes");
-            why_recommended = fmt::format("#{} is tied with #1 within the error bands and more robust: {}",
-                                          recommended + 1, why.empty() ? "simpler" : fmt::format("{}", fmt::join(why, ", ")));
+            why_recommended =
+                fmt::format("#{} is tied with #1 within the error bands and more robust: {}", recommended + 1,
+                            why.empty() ? "simpler" : fmt::format("{}", fmt::join(why, ", ")));
         }
     }
 
@@ -588,16 +593,21 @@ int run_plan_search(const PlanArgs& a) {
         if (a.json) {
             const auto& s = res.stats;
             nlohmann::json j{{"plans", arr},
-                             {"search", {{"enumerated", s.enumerated}, {"invalid", s.invalid},
-                                         {"does_not_fit", s.does_not_fit}, {"pruned_dominated", s.pruned_dominated},
-                                         {"pruned_bound", s.pruned_bound},
-                                         {"pruned_critical_path", s.pruned_critical_path}, {"simulated", s.simulated},
-                                         {"filtered", s.filtered}, {"seconds", s.seconds},
-                                         {"rank", o.rank == RankBy::days ? "days" : "cost"},
-                                         {"rank_p90", rank_p90},
-                                         {"recommended", recommended + 1},
-                                         {"recommended_why", why_recommended},
-                                         {"days", a.days}}}};
+                             {"search",
+                              {{"enumerated", s.enumerated},
+                               {"invalid", s.invalid},
+                               {"does_not_fit", s.does_not_fit},
+                               {"pruned_dominated", s.pruned_dominated},
+                               {"pruned_bound", s.pruned_bound},
+                               {"pruned_critical_path", s.pruned_critical_path},
+                               {"simulated", s.simulated},
+                               {"filtered", s.filtered},
+                               {"seconds", s.seconds},
+                               {"rank", o.rank == RankBy::days ? "days" : "cost"},
+                               {"rank_p90", rank_p90},
+                               {"recommended", recommended + 1},
+                               {"recommended_why", why_recommended},
+                               {"days", a.days}}}};
             std::cout << j.dump(2) << "\n";
         } else {
             std::vector<std::string> header;
@@ -640,11 +650,10 @@ int run_plan_search(const PlanArgs& a) {
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
-        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12.0f} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
-                                 tied[i] ? "=" : " ",
-                                 r.plan.num_gpus(), layout_label(r.plan), e.days_to_train, e.expected_days,
-                                 expected ? e.expected_cost : e.cost,
-                                 e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
+        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12.0f} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
+                                 i + 1, tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+                                 e.expected_days, expected ? e.expected_cost : e.cost, e.tokens_per_s_per_gpu,
+                                 100 * e.mfu, model::to_gib(e.memory.total()));
     }
     std::cout << "\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n";
     if (!why_recommended.empty()) std::cout << "recommended: " << why_recommended << "\n";
@@ -725,7 +734,6 @@ int run_cli(int argc, char** argv) {
     val->add_option("--row", val_rows,
                     "print the full simulation report of these row ids instead (with --json: their JSON report)");
 
-
     auto* emc = app.add_subcommand("error-model",
                                    "run validate on published-measurement files and write the error-band table "
                                    "(docs/trust.md)");
@@ -798,8 +806,10 @@ int run_cli(int argc, char** argv) {
             samples.insert(samples.end(), s.begin(), s.end());
         }
         const auto table = error_model_json(build_error_model(samples)).dump(1) + "\n";
-        if (em_out.empty()) std::cout << table;
-        else write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
+        if (em_out.empty())
+            std::cout << table;
+        else
+            write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
         return kExitOk;
     }
     if (*val) {

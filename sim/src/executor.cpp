@@ -1,8 +1,8 @@
 #include "trainsim/sim/executor.hpp"
 
-#include "trainsim/sim/engine.hpp"
 #include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/layout.hpp"
+#include "trainsim/sim/engine.hpp"
 
 #include <fmt/format.h>
 
@@ -159,7 +159,8 @@ public:
                 const auto& prog = g_.stages[static_cast<std::size_t>(r.stage)];
                 for (std::uint32_t i = 0; i < prog.ops.size(); ++i) {
                     const Time h = host_cost(prog.ops[i]);
-                    res.trace.push_back({r.id, prog.ops[i].stream, i, r.start[i], r.end[i], r.issue[i] - h, r.issue[i]});
+                    res.trace.push_back(
+                        {r.id, prog.ops[i].stream, i, r.start[i], r.end[i], r.issue[i] - h, r.issue[i]});
                 }
             }
         }

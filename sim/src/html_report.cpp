@@ -451,11 +451,10 @@ std::string plans_table(const json& plans, const std::vector<PlanResult>& result
 // ---- the sections ----
 
 std::string breakdown_chart(const std::vector<PlanResult>& results) {
-    const std::vector<LegendItem> seg{
-        {"forward", color(0)},    {"backward", color(3)},   {"recompute", color(5)},
-        {"optimizer", color(9)},  {"TP exposed", color(1)}, {"CP exposed", color(7)},
-        {"DP exposed", color(2)}, {"PP exposed", color(6)}, {"pipeline bubble", color(8)},
-        {"host-bound", color(4)}};
+    const std::vector<LegendItem> seg{{"forward", color(0)},    {"backward", color(3)},   {"recompute", color(5)},
+                                      {"optimizer", color(9)},  {"TP exposed", color(1)}, {"CP exposed", color(7)},
+                                      {"DP exposed", color(2)}, {"PP exposed", color(6)}, {"pipeline bubble", color(8)},
+                                      {"host-bound", color(4)}};
     std::vector<BarRow> rows;
     for (const auto& r : results) {
         BarRow row;

@@ -31,11 +31,11 @@ json memory_json(const model::MemoryBreakdown& m, Bytes capacity) {
 }
 
 json breakdown_json(const StepBreakdown& b) {
-    return json{{"forward_s", b.forward.seconds()},         {"backward_s", b.backward.seconds()},
-                {"recompute_s", b.recompute.seconds()},     {"optimizer_s", b.optimizer.seconds()},
-                {"tp_exposed_s", b.tp_exposed.seconds()},   {"cp_exposed_s", b.cp_exposed.seconds()},
-                {"dp_exposed_s", b.dp_exposed.seconds()},   {"pp_exposed_s", b.pp_exposed.seconds()},
-                {"pipeline_bubble_s", b.bubble.seconds()},  {"comm_slowdown_s", b.slowdown.seconds()},
+    return json{{"forward_s", b.forward.seconds()},        {"backward_s", b.backward.seconds()},
+                {"recompute_s", b.recompute.seconds()},    {"optimizer_s", b.optimizer.seconds()},
+                {"tp_exposed_s", b.tp_exposed.seconds()},  {"cp_exposed_s", b.cp_exposed.seconds()},
+                {"dp_exposed_s", b.dp_exposed.seconds()},  {"pp_exposed_s", b.pp_exposed.seconds()},
+                {"pipeline_bubble_s", b.bubble.seconds()}, {"comm_slowdown_s", b.slowdown.seconds()},
                 {"host_bound_s", b.host_bound.seconds()}};
 }
 
@@ -199,27 +199,30 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      "pipeline bubble {:.3f} s ({:.1f}%)\n",
                      b.tp_exposed.seconds(), pct(b.tp_exposed), b.cp_exposed.seconds(), b.dp_exposed.seconds(),
                      pct(b.dp_exposed), b.pp_exposed.seconds(), b.bubble.seconds(), pct(b.bubble));
-    s += fmt::format("    host-bound {:.3f} s ({:.1f}%: the GPU waiting for the host to issue kernels; host busy {:.3f} s, "
-                     "{})\n",
-                     b.host_bound.seconds(), pct(b.host_bound), e.step->host_busy.seconds(),
-                     model::to_string(plan.parallel.host_dispatch));
+    s += fmt::format(
+        "    host-bound {:.3f} s ({:.1f}%: the GPU waiting for the host to issue kernels; host busy {:.3f} s, "
+        "{})\n",
+        b.host_bound.seconds(), pct(b.host_bound), e.step->host_busy.seconds(),
+        model::to_string(plan.parallel.host_dispatch));
     s += fmt::format("  throughput {:.0f} tokens/s ({:.0f} per GPU) | {:.0f} model TFLOP/s per GPU | "
                      "MFU {:.1f}% of {:.0f} TFLOP/s ({} peak, causal FLOPs; non-causal {:.1f}%)\n",
                      e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,
                      model::to_string(plan.precision), 100 * e.mfu_noncausal);
     if (!e.band) {
-        s += fmt::format("  {:.3g} tokens: {:.1f} days | {:.0f} GPU-hours | {} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens\n",
-                         plan.training.tokens, e.days_to_train, e.gpu_hours, money(e.cost, e.currency),
-                         e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency);
+        s += fmt::format(
+            "  {:.3g} tokens: {:.1f} days | {:.0f} GPU-hours | {} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens\n",
+            plan.training.tokens, e.days_to_train, e.gpu_hours, money(e.cost, e.currency), e.price_per_gpu_hour,
+            e.currency, e.cost_per_million_tokens, e.currency);
         return s;
     }
     const auto& band = *e.band;
-    s += fmt::format("  {:.3g} tokens: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {} ({}-{}) at {:.2f} "
-                     "{}/GPU-h | {:.2f} {} per M tokens\n",
-                     plan.training.tokens, e.days_to_train, e.days_to_train * band.time_p10, e.days_to_train * band.time_p90,
-                     e.gpu_hours, e.gpu_hours * band.time_p10, e.gpu_hours * band.time_p90, money(e.cost, e.currency),
-                     money(e.cost * band.time_p10, e.currency), money(e.cost * band.time_p90, e.currency),
-                     e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency);
+    s += fmt::format(
+        "  {:.3g} tokens: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {} ({}-{}) at {:.2f} "
+        "{}/GPU-h | {:.2f} {} per M tokens\n",
+        plan.training.tokens, e.days_to_train, e.days_to_train * band.time_p10, e.days_to_train * band.time_p90,
+        e.gpu_hours, e.gpu_hours * band.time_p10, e.gpu_hours * band.time_p90, money(e.cost, e.currency),
+        money(e.cost * band.time_p10, e.currency), money(e.cost * band.time_p90, e.currency), e.price_per_gpu_hour,
+        e.currency, e.cost_per_million_tokens, e.currency);
     s += fmt::format("  80% band (p10-p90, docs/trust.md): {}; regime {}\n", band.basis, band.regime);
     for (const auto& why : band.out_of_domain) s += fmt::format("  ** outside the evidence: {}\n", why);
     return s;

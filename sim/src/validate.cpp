@@ -195,8 +195,8 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     return best;
 }
 
-ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind,
-                               unsigned threads, const ErrorModel* bands) {
+ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind, unsigned threads,
+                               const ErrorModel* bands) {
     ValidationReport rep;
     rep.rows.resize(rows.size());
     parallel_for(rows.size(), threads, [&](std::size_t i) {
@@ -303,8 +303,9 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         if (rep.has_bands) {
             std::sort(widths.begin(), widths.end());
             rep.coverage = static_cast<double>(inside) / static_cast<double>(widths.size());
-            rep.median_width = widths.size() % 2 == 1 ? widths[widths.size() / 2]
-                                                      : 0.5 * (widths[widths.size() / 2 - 1] + widths[widths.size() / 2]);
+            rep.median_width = widths.size() % 2 == 1
+                                   ? widths[widths.size() / 2]
+                                   : 0.5 * (widths[widths.size() / 2 - 1] + widths[widths.size() / 2]);
         }
     }
     for (const auto& [k, v] : gp) rep.by_gpu_precision[k] = error_stats(v);
@@ -401,9 +402,10 @@ std::string report_text(const ValidationReport& r, bool verbose) {
     for (const auto& [k, v] : r.by_kind) s += line(k, v);
     s += fmt::format("skipped {}, measured-but-does-not-fit (memory-model errors) {}\n", r.skipped, r.does_not_fit);
     if (r.has_bands)
-        s += fmt::format("80% bands (docs/trust.md): {:.0f}% of the compared rows inside their band; median width "
-                         "{:.0f}% of the p10 throughput\n",
-                         100 * r.coverage, 100 * r.median_width);
+        s += fmt::format(
+            "80% bands (docs/trust.md): {:.0f}% of the compared rows inside their band; median width "
+            "{:.0f}% of the p10 throughput\n",
+            100 * r.coverage, 100 * r.median_width);
     return s;
 }
 

@@ -55,10 +55,10 @@ private:
 // and recompute ops are issued from Python, backward ops by the autograd engine) plus the cost
 // of a communication call.
 struct HostCosts {
-    Time forward_launch;   // per kernel issued from the Python forward (also recompute)
-    Time backward_launch;  // per kernel issued by the C++ autograd engine
-    Time collective_call;  // per torch.distributed collective (ProcessGroupNCCL -> ncclAllReduce ...)
-    Time p2p_call;         // per pipeline send or receive
+    Time forward_launch;  // per kernel issued from the Python forward (also recompute)
+    Time backward_launch; // per kernel issued by the C++ autograd engine
+    Time collective_call; // per torch.distributed collective (ProcessGroupNCCL -> ncclAllReduce ...)
+    Time p2p_call;        // per pipeline send or receive
 };
 [[nodiscard]] HostCosts host_costs(HostDispatch dispatch);
 // Whether `framework` names a family framework_profile() knows, bare or with "-<release>"

@@ -5,9 +5,9 @@
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/scenario.hpp"
 #include "trainsim/sim/executor.hpp"
-#include "trainsim/sim/trust.hpp"
 #include "trainsim/sim/network.hpp"
 #include "trainsim/sim/run_model.hpp"
+#include "trainsim/sim/trust.hpp"
 
 #include <optional>
 #include <string>

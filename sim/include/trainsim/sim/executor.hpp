@@ -42,8 +42,8 @@ struct StepBreakdown {
     Time slowdown;        // extra compute time from running next to communication kernels
     [[nodiscard]] Time compute() const { return forward + backward + recompute; }
     [[nodiscard]] Time total() const {
-        return forward + backward + recompute + optimizer + tp_exposed + cp_exposed + dp_exposed + pp_exposed +
-               bubble + host_bound;
+        return forward + backward + recompute + optimizer + tp_exposed + cp_exposed + dp_exposed + pp_exposed + bubble +
+               host_bound;
     }
 };
 

@@ -18,10 +18,10 @@ namespace trainsim::sim {
 
 // The dimensions a plan's error is looked up by, coarsest first.
 struct Regime {
-    std::string family;   // megatron-core | megatron-lm | deepspeed | fsdp | generic
-    std::string gpu_gen;  // ampere | hopper | other
-    std::string scale;    // 1-8 | 9-256 | 257+ GPUs
-    std::string tokens;   // tokens per GPU per step: <4k | 4k-16k | 16k+
+    std::string family;  // megatron-core | megatron-lm | deepspeed | fsdp | generic
+    std::string gpu_gen; // ampere | hopper | other
+    std::string scale;   // 1-8 | 9-256 | 257+ GPUs
+    std::string tokens;  // tokens per GPU per step: <4k | 4k-16k | 16k+
     // "family/gpu_gen/scale/tokens", or its first `levels` parts (0: "all").
     [[nodiscard]] std::string key(int levels = 4) const;
 };
@@ -31,24 +31,24 @@ struct Regime {
 
 // What a plan is, for judging whether published runs are near it.
 struct PlanFeatures {
-    double params = 0;  // model parameters
+    double params = 0; // model parameters
     int gpus = 0;
-    std::string gpu;        // profile id
-    std::string precision;  // bf16 | fp16 | fp8
+    std::string gpu;       // profile id
+    std::string precision; // bf16 | fp16 | fp8
     std::string family;
     int seq_len = 0;
-    bool cp = false;               // context parallelism
-    bool tp_across_nodes = false;  // a TP group spans nodes
+    bool cp = false;              // context parallelism
+    bool tp_across_nodes = false; // a TP group spans nodes
 };
 [[nodiscard]] PlanFeatures features_of(const model::Plan& plan);
 
 // One measured row's signed error, with where it came from.
 struct ErrorSample {
-    std::string file;    // the published file's name
-    std::string source;  // its source group
+    std::string file;   // the published file's name
+    std::string source; // its source group
     Regime regime;
     PlanFeatures features;
-    double error = 0;    // signed, as a fraction
+    double error = 0; // signed, as a fraction
     bool held_out = false;
 };
 
@@ -56,8 +56,8 @@ struct ErrorSample {
 struct RegimeBand {
     std::string key;
     int rows = 0, held_out = 0, sources = 0;
-    double p10 = 0, p50 = 0, p90 = 0;  // signed error quantiles (fractions), after widening
-    std::string basis;                 // held-out | seen (widened) ...
+    double p10 = 0, p50 = 0, p90 = 0; // signed error quantiles (fractions), after widening
+    std::string basis;                // held-out | seen (widened) ...
 };
 
 // The range of what was measured on one GPU.
@@ -65,18 +65,18 @@ struct GpuEvidence {
     std::string gpu;
     double params_min = 0, params_max = 0;
     int gpus_max = 0;
-    std::vector<std::string> precisions;  // sorted
+    std::vector<std::string> precisions; // sorted
 };
 // The range of what was measured, per kind of feature.
 struct Evidence {
-    std::vector<GpuEvidence> gpus;       // sorted by id
-    std::vector<std::string> families;   // sorted
+    std::vector<GpuEvidence> gpus;     // sorted by id
+    std::vector<std::string> families; // sorted
     int seq_max = 0;
     bool cp = false, tp_across_nodes = false;
 };
 
 struct ErrorModel {
-    std::vector<RegimeBand> bands;  // sorted by key
+    std::vector<RegimeBand> bands; // sorted by key
     Evidence evidence;
     int rows = 0;
 };
@@ -92,10 +92,10 @@ inline constexpr int kMinRegimeRows = 12;
 // A plan's band: factors on its time-like figures (measured = predicted x factor).
 struct Band {
     double time_p10 = 1, time_p50 = 1, time_p90 = 1;
-    std::string basis;   // which rows the band comes from, and how it was widened
-    std::string regime;  // the key it was looked up at
+    std::string basis;  // which rows the band comes from, and how it was widened
+    std::string regime; // the key it was looked up at
     int rows = 0;
-    std::vector<std::string> out_of_domain;  // why the plan is outside the evidence; widened per reason
+    std::vector<std::string> out_of_domain; // why the plan is outside the evidence; widened per reason
 };
 [[nodiscard]] Band band_for(const ErrorModel& m, const model::Plan& plan);
 // The band's deviations from p50 grow by this factor per out-of-domain reason.

@@ -25,7 +25,7 @@ struct RowResult {
     Regime regime;
     PlanFeatures features;
     bool has_band = false;
-    double predicted_p10 = 0, predicted_p90 = 0;  // tokens/s/GPU
+    double predicted_p10 = 0, predicted_p90 = 0; // tokens/s/GPU
     std::vector<std::string> out_of_domain;
 };
 
