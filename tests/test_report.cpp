@@ -294,6 +294,15 @@ TEST_CASE("report --html embeds what compare --json prints and draws its charts 
         for (const char* id : {"chart-breakdown", "chart-memory", "chart-days", "chart-cost",
                                "chart-scaling-throughput", "chart-scaling-days"})
             CHECK(count(html, fmt::format("id=\"{}\"", id)) == 1);
+        // Error bars (docs/trust.md): the days and the cost chart draw each fitting plan's band.
+        std::size_t fitting = 0;
+        for (const auto& p : plans_of(expected)) {
+            if (!p["fits"].get<bool>()) continue;
+            ++fitting;
+            CHECK(count(html, fmt::format("<title>80% band: {:.4g} to {:.4g} days</title>",
+                                          p["days_to_train_p10"].get<double>(), p["days_to_train_p90"].get<double>())) == 1);
+        }
+        CHECK(count(html, "class=\"band\"") == 2 * fitting);
 
         // Scaling: each scenario plan that fits appears at its own GPU count with its own figures
         // (the same plan, simulated again); ideal lines and points come from these.

@@ -142,6 +142,8 @@ struct BarRow {
     std::string label;
     std::vector<double> values;   // one per segment; empty: no bar, `note` instead
     std::optional<double> marker; // a vertical mark on the bar (HBM capacity, expected days)
+    // An error bar over the bar: the 80% band (p10, p90) of its total (docs/trust.md).
+    std::optional<std::pair<double, double>> range;
     std::string value_text;       // after the bar
     std::string note;
 };
@@ -159,7 +161,7 @@ std::string stacked_bars(const std::string& id, const std::string& title, const 
     for (const auto& r : rows) {
         double total = 0;
         for (double v : r.values) total += v;
-        xmax = std::max({xmax, total, r.marker.value_or(0.0)});
+        xmax = std::max({xmax, total, r.marker.value_or(0.0), r.range ? r.range->second : 0.0});
     }
     if (!(xmax > 0)) xmax = 1;
     const double step = nice_step(xmax, 6);
@@ -200,6 +202,17 @@ std::string stacked_bars(const std::string& id, const std::string& title, const 
             cum += v;
         }
         double text_x = xpos(total) + 6;
+        if (r.range) {
+            const double x1 = xpos(r.range->first), x2 = xpos(r.range->second), ym = by + 10;
+            body += fmt::format(
+                "<g class=\"band\" stroke=\"#222\" stroke-width=\"1.5\"><title>80% band: {:.4g} to {:.4g} {}</title>"
+                "<line x1=\"{:.2f}\" y1=\"{:.1f}\" x2=\"{:.2f}\" y2=\"{:.1f}\"/>"
+                "<line x1=\"{:.2f}\" y1=\"{:.1f}\" x2=\"{:.2f}\" y2=\"{:.1f}\"/>"
+                "<line x1=\"{:.2f}\" y1=\"{:.1f}\" x2=\"{:.2f}\" y2=\"{:.1f}\"/></g>",
+                r.range->first, r.range->second, esc(unit), x1, ym, x2, ym, x1, ym - 5, x1, ym + 5, x2, ym - 5, x2,
+                ym + 5);
+            text_x = std::max(text_x, x2 + 6);
+        }
         if (r.marker) {
             const double mx = xpos(*r.marker);
             body += fmt::format(
@@ -515,8 +528,11 @@ std::string days_chart(const std::vector<PlanResult>& results) {
         row.values = {r.estimate.days_to_train};
         row.marker = r.estimate.expected_days;
         row.value_text = fmt::format("{:.1f} days ({:.1f} expected)", r.estimate.days_to_train, r.estimate.expected_days);
+        if (const auto& b = r.estimate.band)
+            row.range = std::pair{r.estimate.days_to_train * b->time_p10, r.estimate.days_to_train * b->time_p90};
     });
-    return stacked_bars("chart-days", "Days to train", {{"steady state (tokens / throughput)", color(0)}}, rows, "days",
+    return stacked_bars("chart-days", "Days to train (error bar: 80% band, docs/trust.md)",
+                        {{"steady state (tokens / throughput)", color(0)}}, rows, "days",
                         LegendItem{"expected: with checkpoints, failures and restarts", "#222", true});
 }
 
@@ -525,6 +541,8 @@ std::string cost_chart(const std::vector<PlanResult>& results) {
     const auto rows = plan_rows(results, [&](const PlanResult& r, BarRow& row) {
         row.values = {r.estimate.cost};
         row.value_text = fmt::format("{} {}", grouped(r.estimate.cost, 0), r.estimate.currency);
+        if (const auto& b = r.estimate.band)
+            row.range = std::pair{r.estimate.cost * b->time_p10, r.estimate.cost * b->time_p90};
         currencies.insert(r.estimate.currency);
     });
     std::string unit = "cost";
