@@ -209,6 +209,19 @@ TEST_CASE("the fitted profile is written and read back by the model's loader", "
     CHECK(back.memory_curve.at(model::Precision::bf16).beta_bw.value() ==
           r.profile.memory_curve.at(model::Precision::bf16).beta_bw.value());
     CHECK(back.hbm_efficiency == r.profile.hbm_efficiency);
+    // The fits' own errors travel with the profile (the error bands narrow with them): the
+    // largest relative error over the compute fits and over the collective fits.
+    double compute_worst = 0, comm_worst = 0;
+    for (const auto& g : r.report.gemm) compute_worst = std::max(compute_worst, g.quality.max_rel_err);
+    for (const auto& m : r.report.memory)
+        if (m.kernel == "all") compute_worst = std::max(compute_worst, m.quality.max_rel_err);
+    for (const auto& a : r.report.attention)
+        if (a.written) compute_worst = std::max(compute_worst, a.max_rel_err);
+    for (const auto& c : r.report.collectives) comm_worst = std::max(comm_worst, c.quality.max_rel_err);
+    REQUIRE(back.sources.contains("calibration.compute_residual"));
+    REQUIRE(back.sources.contains("calibration.comm_residual"));
+    CHECK(back.compute_fit_residual == Approx(compute_worst).margin(1e-12));
+    CHECK(back.comm_fit_residual == Approx(comm_worst).margin(1e-12));
     // Never overwritten without force.
     CHECK_THROWS_AS(model::write_profile(r.profile, file, false), model::ProfileError);
 }

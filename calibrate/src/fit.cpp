@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <map>
 #include <set>
@@ -510,6 +511,26 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
                                             a.direction, a.impl, a.efficiency));
         }
         rep.attention.push_back(std::move(a));
+    }
+
+    // What the fits miss, for the simulator's error bands (docs/trust.md): the largest relative
+    // error of any fit written, compute (GEMM sweeps, the joint memory curve, fused attention) and
+    // communication (the collective curves) apart.
+    std::optional<double> compute_resid, comm_resid;
+    auto worst = [](std::optional<double>& acc, double x) { acc = std::max(acc.value_or(0.0), x); };
+    for (const auto& g : rep.gemm) worst(compute_resid, g.quality.max_rel_err);
+    for (const auto& m : rep.memory)
+        if (m.kernel == "all") worst(compute_resid, m.quality.max_rel_err);
+    for (const auto& a : rep.attention)
+        if (a.written) worst(compute_resid, a.max_rel_err);
+    for (const auto& c : rep.collectives) worst(comm_resid, c.quality.max_rel_err);
+    if (compute_resid) {
+        p.compute_fit_residual = std::min(1.0, *compute_resid);
+        replace("calibration.compute_residual", "largest relative error of the GEMM, memory and attention fits");
+    }
+    if (comm_resid) {
+        p.comm_fit_residual = std::min(1.0, *comm_resid);
+        replace("calibration.comm_residual", "largest relative error of the collective fits");
     }
 
     if (!p.gemm_table.empty() || !p.memory_curve.empty() || !p.collectives.empty()) p.sources["calibrated"] = origin;

@@ -31,6 +31,7 @@ enum class Kind {
     fraction,     // plain number in (0, 1]
     nvls_ratio,   // plain number in (0, 2]: NVLS busbw can exceed the link rate
     slowdown,     // plain number in [0, 1]: 0 = no contention
+    residual,     // plain number in [0, 1]: a fit's relative error, 0 = exact
     tile,         // [M, N], two integers >= 1
     peaks,        // precision -> FLOP rate entry ("989 TFLOP/s")
     efficiencies, // precision -> fraction entry
@@ -52,7 +53,7 @@ struct Entry {
 using HP = HardwareProfile;
 
 // In file order.
-const std::array<Entry, 32> kEntries{{
+const std::array<Entry, 34> kEntries{{
     {.path = "compute.sm_count", .kind = Kind::integer, .required = true, .int_member = &HP::sm_count},
     {.path = "compute.dense_peak", .kind = Kind::peaks, .required = true},
     {.path = "compute.unsupported", .kind = Kind::reasons, .required = false},
@@ -136,6 +137,15 @@ const std::array<Entry, 32> kEntries{{
      .kind = Kind::slowdown,
      .required = true,
      .double_member = &HP::comm_compute_slowdown},
+    // What a calibrated profile's fits miss (trust.cpp narrows the error bands with them).
+    {.path = "calibration.compute_residual",
+     .kind = Kind::residual,
+     .required = false,
+     .double_member = &HP::compute_fit_residual},
+    {.path = "calibration.comm_residual",
+     .kind = Kind::residual,
+     .required = false,
+     .double_member = &HP::comm_fit_residual},
     {.path = "node.gpus_per_node", .kind = Kind::integer, .required = true, .int_member = &HP::default_gpus_per_node},
     {.path = "node.nics_per_node", .kind = Kind::integer, .required = false, .int_member = &HP::default_nics_per_node},
     {.path = "node.nic_rate", .kind = Kind::bandwidth, .required = false, .bandwidth_member = &HP::default_nic_rate},
@@ -333,6 +343,7 @@ private:
         case Kind::fraction:
         case Kind::nvls_ratio:
         case Kind::slowdown:
+        case Kind::residual:
             if (auto x = read_ratio(e.kind, n, at)) p_.*e.double_member = *x;
             break;
         case Kind::tile: read_tile(n, at); break;
@@ -345,7 +356,7 @@ private:
     // A plain number in (0, 1], (0, 2] for the NVLS ratio, or [0, 1] for the slowdown.
     std::optional<double> read_ratio(Kind kind, const YAML::Node& n, const Site& at) {
         const double hi = kind == Kind::nvls_ratio ? 2.0 : 1.0;
-        const bool zero_ok = kind == Kind::slowdown;
+        const bool zero_ok = kind == Kind::slowdown || kind == Kind::residual;
         auto x = detail::read_number(n, at, -HUGE_VAL, HUGE_VAL, out_);
         if (x && (*x > hi || *x < 0.0 || (*x == 0.0 && !zero_ok))) {
             report(out_, at, fmt::format("must lie in {}0, {}], got {}", zero_ok ? "[" : "(", hi, *x));
@@ -726,7 +737,8 @@ private:
         case Kind::duration: line(path, quote(format_exact(p_.*e.time_member))); break;
         case Kind::fraction:
         case Kind::nvls_ratio:
-        case Kind::slowdown: line(path, fmt::format("{}", p_.*e.double_member)); break;
+        case Kind::slowdown:
+        case Kind::residual: line(path, fmt::format("{}", p_.*e.double_member)); break;
         case Kind::tile: line(path, fmt::format("[{}, {}]", p_.gemm_tile_m, p_.gemm_tile_n)); break;
         case Kind::peaks:
             for (const auto& [prec, rate] : p_.dense_peak)

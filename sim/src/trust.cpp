@@ -4,6 +4,7 @@
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/layout.hpp"
+#include "trainsim/sim/executor.hpp"
 
 #include <fmt/format.h>
 
@@ -114,6 +115,26 @@ ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
     }
     m.evidence.families.assign(families.begin(), families.end());
 
+    // Between-GPU share of the variance.
+    if (!samples.empty()) {
+        double mean = 0;
+        for (const auto& s : samples) mean += s.error;
+        mean /= static_cast<double>(samples.size());
+        std::map<std::string, std::pair<double, int>> by_gpu;
+        double total = 0;
+        for (const auto& s : samples) {
+            by_gpu[s.features.gpu].first += s.error;
+            ++by_gpu[s.features.gpu].second;
+            total += (s.error - mean) * (s.error - mean);
+        }
+        double between = 0;
+        for (const auto& [gpu, sn] : by_gpu) {
+            const double g = sn.first / sn.second - mean;
+            between += sn.second * g * g;
+        }
+        m.hardware_share = total > 0 ? std::round(between / total * 1e6) / 1e6 : 0.0;
+    }
+
     // Rows per key at every level (0 = all ... 4 = the full regime).
     struct Acc {
         std::vector<double> errors, held_out_errors;
@@ -195,6 +216,7 @@ nlohmann::json error_model_json(const ErrorModel& m) {
              "scripts/error-model (trainsim error-model), docs/trust.md"},
             {"rows", m.rows},
             {"min_regime_rows", kMinRegimeRows},
+            {"hardware_share", m.hardware_share},
             {"evidence",
              {{"gpus", gpus},
               {"families", e.families},
@@ -211,6 +233,8 @@ ErrorModel error_model_from_json(const nlohmann::json& j, const std::string& fil
     ErrorModel m;
     try {
         m.rows = j.at("rows").get<int>();
+        m.hardware_share = j.at("hardware_share").get<double>();
+        if (!(m.hardware_share >= 0 && m.hardware_share <= 1)) fail("hardware_share", "must lie in [0, 1]");
         const auto& e = j.at("evidence");
         for (const auto& g : e.at("gpus")) {
             GpuEvidence x;
@@ -250,7 +274,7 @@ ErrorModel error_model_from_json(const nlohmann::json& j, const std::string& fil
     return m;
 }
 
-Band band_for(const ErrorModel& m, const model::Plan& plan) {
+Band band_for(const ErrorModel& m, const model::Plan& plan, const StepBreakdown* breakdown) {
     const Regime r = regime_of(plan);
     const RegimeBand* found = nullptr;
     int level = 4;
@@ -303,6 +327,26 @@ Band band_for(const ErrorModel& m, const model::Plan& plan) {
     const double widen = fallback * std::pow(kOutOfDomainWidening, static_cast<double>(ood.size()));
     lo *= widen;
     hi *= widen;
+    // A calibrated profile: its own fits stand for the GPU part of the error.
+    const auto& hw = plan.hardware;
+    if (breakdown != nullptr && hw.sources.contains("calibration.compute_residual") &&
+        hw.sources.contains("calibration.comm_residual")) {
+        const double step = breakdown->total().seconds();
+        if (step > 0) {
+            const double c = (breakdown->compute() + breakdown->optimizer).seconds() / step;
+            const double k = (breakdown->tp_exposed + breakdown->cp_exposed + breakdown->dp_exposed +
+                              breakdown->pp_exposed).seconds() / step;
+            const double resid = std::hypot(c * hw.compute_fit_residual, k * hw.comm_fit_residual);
+            constexpr double kZ90 = 1.2816;
+            const double keep = 1.0 - m.hardware_share;
+            lo = std::sqrt(lo * lo * keep + kZ90 * kZ90 * resid * resid);
+            hi = std::sqrt(hi * hi * keep + kZ90 * kZ90 * resid * resid);
+            band.basis += fmt::format("; narrowed by the calibrated profile's fits (residuals {:.1f}% compute, {:.1f}% "
+                                      "communication; {:.0f}% of the variance is between GPUs)",
+                                      100 * hw.compute_fit_residual, 100 * hw.comm_fit_residual,
+                                      100 * m.hardware_share);
+        }
+    }
     // Errors are fractions of the measured throughput: the measured time is at least ~0 (a
     // band edge below -90% would claim a run 10x faster than predicted).
     const double p10 = std::max(found->p50 - lo, -0.9);

@@ -260,7 +260,7 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         }
         r.error_pct = (r.predicted - r.measured) / r.measured * 100.0;
         if (bands != nullptr) {
-            const auto b = band_for(*bands, plan);
+            const auto b = band_for(*bands, plan, e.step ? &e.step->breakdown : nullptr);
             r.has_band = true;
             r.predicted_p10 = r.predicted / b.time_p90;
             r.predicted_p90 = r.predicted / b.time_p10;

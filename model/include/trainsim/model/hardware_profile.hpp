@@ -107,6 +107,11 @@ struct HardwareProfile {
     Bandwidth default_nic_rate = Bandwidth(400e9 / 8);  // per NIC, per direction
 
     // --- calibrated tables (empty for datasheet profiles) ---
+    // The largest relative error of the fits behind the compute tables (GEMM sweep, memory
+    // curve, attention) and behind the collective curves, over their own samples; present (in
+    // `sources`) only in profiles trainsim-calibrate fitted.
+    double compute_fit_residual = 0;
+    double comm_fit_residual = 0;
     std::vector<GemmSample> gemm_table;
     std::map<Precision, AlphaBeta> memory_curve;
     std::vector<CollectiveCurve> collectives;

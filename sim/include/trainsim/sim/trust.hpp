@@ -16,6 +16,8 @@
 
 namespace trainsim::sim {
 
+struct StepBreakdown;  // executor.hpp
+
 // The dimensions a plan's error is looked up by, coarsest first.
 struct Regime {
     std::string family;  // megatron-core | megatron-lm | deepspeed | fsdp | generic
@@ -79,6 +81,10 @@ struct ErrorModel {
     std::vector<RegimeBand> bands; // sorted by key
     Evidence evidence;
     int rows = 0;
+    // The share of the errors' variance that lies between GPU profiles (sum over GPUs of
+    // rows x (GPU mean - mean)^2 over the total sum of squares): what calibrating the GPU can
+    // remove.
+    double hardware_share = 0;
 };
 
 // Rows per regime below which the lookup falls back to the coarser key.
@@ -97,7 +103,14 @@ struct Band {
     int rows = 0;
     std::vector<std::string> out_of_domain; // why the plan is outside the evidence; widened per reason
 };
-[[nodiscard]] Band band_for(const ErrorModel& m, const model::Plan& plan);
+// With a calibrated profile (its fit residuals present) and the plan's step breakdown, the band
+// keeps the part of the variance that is not the GPU's (1 - hardware_share) and adds the fits'
+// own error, compute and communication weighted by their shares of the step:
+//   d' = sqrt(d^2 (1 - hardware_share) + (1.2816 r)^2),  r = sqrt((c r_compute)^2 + (m r_comm)^2)
+// for each side's deviation d from the median (1.2816: the normal 90th percentile, taking each
+// residual as one standard deviation).
+[[nodiscard]] Band band_for(const ErrorModel& m, const model::Plan& plan,
+                            const StepBreakdown* breakdown = nullptr);
 // The band's deviations from p50 grow by this factor per out-of-domain reason.
 inline constexpr double kOutOfDomainWidening = 1.5;
 
