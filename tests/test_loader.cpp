@@ -453,8 +453,18 @@ plans:
     CHECK(plain.framework.empty());
     CHECK(plain.sharding == Sharding::dist_opt);
     CHECK_FALSE(plain.list_collectives);
-    check_at(only_error(fx, kBase + "parallel:\n  framework: megatron\n", "parallel.framework"), 9, 14,
-             "unknown framework 'megatron' (one of megatron-lm-2021");
+    // A framework with no profile loads as a generic PyTorch eager stack, with a warning at its
+    // line (not Megatron-Core's tuned defaults).
+    const auto unknown = fx.load(kBase + "parallel:\n  framework: megatron\n");
+    REQUIRE(unknown.warnings.size() == 1);
+    CHECK_THAT(unknown.warnings.front(), Catch::Contains(":9:14: parallel.framework: unknown framework 'megatron'"));
+    CHECK_THAT(unknown.warnings.front(), Catch::Contains("generic PyTorch eager"));
+    const auto& gp = unknown.plans.at(0).parallel;
+    CHECK(gp.elementwise == Elementwise::eager);
+    CHECK(gp.host_dispatch == HostDispatch::eager);
+    CHECK(gp.attention == AttentionImpl::flash2);
+    CHECK_FALSE(gp.fused_optimizer);
+    CHECK(fx.load(kBase).warnings.empty());
 }
 
 TEST_CASE("GPU count different from tp*pp*cp*dp", "[loader]") {

@@ -450,6 +450,7 @@ struct Context {
     const LoadOptions& opts;
     Diags& out;
     Bindings bindings;
+    Diags warnings;  // said, not fatal
     std::optional<HardwareProfile> override_profile;
     // Profiles by cluster.gpu as written: the profile, or the problems found loading it (the first
     // problem is re-reported at each place that names the profile, the others once).
@@ -820,12 +821,14 @@ private:
         if (w == nullptr || bad_.contains("parallel.framework")) return;
         const std::string& name = b_.plan.parallel.framework;
         if (!known_framework(name)) {
-            report(ctx_.out, w->value_site,
-                   fmt::format("{}unknown framework '{}' (one of {}, optionally followed by -<release>, e.g. "
-                               "nemo-24.07)",
-                               in_plan(), name, fmt::join(framework_families(), ", ")));
-            bad_.insert("parallel.framework");
-            return;
+            // Modelled, as validate does, with a generic PyTorch eager profile rather than
+            // Megatron-Core's tuned one, and said.
+            report(ctx_.warnings, w->value_site,
+                   fmt::format("{}unknown framework '{}'{}: modelled as a generic PyTorch eager stack (eager "
+                               "element-wise ops and launches, SDPA FlashAttention-2, foreach AdamW); known: {}, "
+                               "optionally followed by -<release>, e.g. nemo-24.07",
+                               in_plan(), name, detail::did_you_mean(canonical_name(name), framework_families()),
+                               fmt::join(framework_families(), ", ")));
         }
         apply_framework_profile(framework_profile(name), b_.plan,
                                 [this](std::string_view key) { return lookup(std::string(key)) != nullptr; });
@@ -987,7 +990,7 @@ Diags in_file_order(const Diags& diags, const std::string& file) {
 
 Scenario load_scenario_text(const std::string& text, const std::string& name, const LoadOptions& opts) {
     Diags out;
-    Context ctx{name, fs::path(name).parent_path(), opts, out, Bindings{}, std::nullopt, {}};
+    Context ctx{name, fs::path(name).parent_path(), opts, out, Bindings{}, {}, std::nullopt, {}};
     // A broken --profile is not this scenario's fault: its ProfileError propagates as it is.
     if (opts.profile_override) ctx.override_profile = load_profile(*opts.profile_override);
 
@@ -1023,6 +1026,7 @@ Scenario load_scenario_text(const std::string& text, const std::string& name, co
     else if (auto plan = PlanBuilder(top, nullptr, sc.title, false, ctx).build()) sc.plans.push_back(std::move(*plan));
 
     if (!out.empty()) throw ScenarioError(in_file_order(detail::deduplicate(out), name));
+    for (const auto& w : in_file_order(detail::deduplicate(ctx.warnings), name)) sc.warnings.push_back(w.format());
     return sc;
 }
 

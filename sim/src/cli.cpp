@@ -95,7 +95,9 @@ model::Scenario load(const Common& c) {
     model::LoadOptions opts;
     opts.data_dir = data_dir(c.data_dir);
     if (!c.profile.empty()) opts.profile_override = fs::path(c.profile);
-    return model::load_scenario(c.file, opts);
+    auto sc = model::load_scenario(c.file, opts);
+    for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
+    return sc;
 }
 
 void print_results(const Common& c, const model::Scenario& scenario, const std::vector<PlanResult>& results,
@@ -434,7 +436,9 @@ model::Plan plan_base(const PlanArgs& a) {
     if (!a.file.empty()) {
         if (!a.model.empty() || !a.gpu.empty() || !a.tokens.empty())
             plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
-        return model::load_scenario(a.file, opts).plans.front();
+        auto sc = model::load_scenario(a.file, opts);
+        for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
+        return sc.plans.front();
     }
     if (a.model.empty() || a.gpu.empty() || a.tokens.empty() || a.gpus.empty())
         plan_arg_error("--model", "without a scenario FILE, --model, --gpu, --gpus and --tokens are required");

@@ -239,6 +239,9 @@ struct Scenario {
     std::string file;
     std::string title;
     std::vector<Plan> plans;
+    // What loaded but should be said (an unknown framework modelled as a generic stack), with
+    // file:line:col and key; the CLI prints them on stderr.
+    std::vector<std::string> warnings;
 };
 
 [[nodiscard]] std::string to_string(FfnType v);
