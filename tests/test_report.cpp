@@ -299,8 +299,9 @@ TEST_CASE("report --html embeds what compare --json prints and draws its charts 
         for (const auto& p : plans_of(expected)) {
             if (!p["fits"].get<bool>()) continue;
             ++fitting;
-            CHECK(count(html, fmt::format("<title>80% band: {:.4g} to {:.4g} days</title>",
-                                          p["days_to_train_p10"].get<double>(), p["days_to_train_p90"].get<double>())) == 1);
+            CHECK(count(html,
+                        fmt::format("<title>80% band: {:.4g} to {:.4g} days</title>",
+                                    p["days_to_train_p10"].get<double>(), p["days_to_train_p90"].get<double>())) == 1);
         }
         CHECK(count(html, "class=\"band\"") == 2 * fitting);
 

@@ -156,8 +156,7 @@ TEST_CASE("the committed error-band table is what the code regenerates", "[trust
     CHECK(committed == nlohmann::json::parse(regenerated.dump(1)));
 }
 
-TEST_CASE("a calibrated profile narrows the band by the variance between GPUs and adds its fits' error",
-          "[trust]") {
+TEST_CASE("a calibrated profile narrows the band by the variance between GPUs and adds its fits' error", "[trust]") {
     // Two GPUs, 20 rows each, errors +-0.05 around GPU means -0.1 and +0.1: total sum of squares
     // 40 x (0.01 + 0.0025) = 0.5, between GPUs 40 x 0.01 = 0.4: hardware_share 0.8.
     std::vector<sim::ErrorSample> s;
@@ -171,8 +170,8 @@ TEST_CASE("a calibrated profile narrows the band by the variance between GPUs an
     CHECK(m.hardware_share == Approx(0.8));
     auto plan = test::small_plan(1, 1, 8, 16, 1);
     sim::StepBreakdown bd;
-    bd.forward = Time::ps(600);  // compute 60% of the step
-    bd.tp_exposed = Time::ps(400);  // exposed communication 40%
+    bd.forward = Time::ps(600);    // compute 60% of the step
+    bd.tp_exposed = Time::ps(400); // exposed communication 40%
     const auto datasheet = sim::band_for(m, plan, &bd);
     plan.hardware.compute_fit_residual = 0.02;
     plan.hardware.comm_fit_residual = 0.05;
@@ -182,10 +181,8 @@ TEST_CASE("a calibrated profile narrows the band by the variance between GPUs an
     // d' = sqrt(d^2 (1 - 0.8) + (1.2816 r)^2), r = hypot(0.6 x 0.02, 0.4 x 0.05).
     const double r = std::hypot(0.6 * 0.02, 0.4 * 0.05);
     const double d_hi = datasheet.time_p90 - datasheet.time_p50, d_lo = datasheet.time_p50 - datasheet.time_p10;
-    CHECK(calibrated.time_p90 - calibrated.time_p50 ==
-          Approx(std::sqrt(d_hi * d_hi * 0.2 + 1.2816 * 1.2816 * r * r)));
-    CHECK(calibrated.time_p50 - calibrated.time_p10 ==
-          Approx(std::sqrt(d_lo * d_lo * 0.2 + 1.2816 * 1.2816 * r * r)));
+    CHECK(calibrated.time_p90 - calibrated.time_p50 == Approx(std::sqrt(d_hi * d_hi * 0.2 + 1.2816 * 1.2816 * r * r)));
+    CHECK(calibrated.time_p50 - calibrated.time_p10 == Approx(std::sqrt(d_lo * d_lo * 0.2 + 1.2816 * 1.2816 * r * r)));
     CHECK(calibrated.time_p90 - calibrated.time_p10 < datasheet.time_p90 - datasheet.time_p10);
     CHECK(calibrated.basis.find("calibrated") != std::string::npos);
 }

@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 

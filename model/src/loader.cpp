@@ -450,7 +450,7 @@ struct Context {
     const LoadOptions& opts;
     Diags& out;
     Bindings bindings;
-    Diags warnings;  // said, not fatal
+    Diags warnings; // said, not fatal
     std::optional<HardwareProfile> override_profile;
     // Profiles by cluster.gpu as written: the profile, or the problems found loading it (the first
     // problem is re-reported at each place that names the profile, the others once).

@@ -23,7 +23,7 @@ using detail::Site;
 namespace {
 
 enum class Kind {
-    integer,      // plain integer >= 1
+    integer, // plain integer >= 1
     boolean,
     bytes,        // "80 GiB"
     bandwidth,    // "3.35 TB/s"
@@ -738,7 +738,9 @@ private:
         case Kind::fraction:
         case Kind::nvls_ratio:
         case Kind::slowdown:
-        case Kind::residual: line(path, fmt::format("{}", p_.*e.double_member)); break;
+        case Kind::residual:
+            line(path, fmt::format("{}", p_.*e.double_member));
+            break;
         case Kind::tile: line(path, fmt::format("[{}, {}]", p_.gemm_tile_m, p_.gemm_tile_n)); break;
         case Kind::peaks:
             for (const auto& [prec, rate] : p_.dense_peak)

@@ -334,17 +334,19 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepBreakdown*
         const double step = breakdown->total().seconds();
         if (step > 0) {
             const double c = (breakdown->compute() + breakdown->optimizer).seconds() / step;
-            const double k = (breakdown->tp_exposed + breakdown->cp_exposed + breakdown->dp_exposed +
-                              breakdown->pp_exposed).seconds() / step;
+            const double k =
+                (breakdown->tp_exposed + breakdown->cp_exposed + breakdown->dp_exposed + breakdown->pp_exposed)
+                    .seconds() /
+                step;
             const double resid = std::hypot(c * hw.compute_fit_residual, k * hw.comm_fit_residual);
             constexpr double kZ90 = 1.2816;
             const double keep = 1.0 - m.hardware_share;
             lo = std::sqrt(lo * lo * keep + kZ90 * kZ90 * resid * resid);
             hi = std::sqrt(hi * hi * keep + kZ90 * kZ90 * resid * resid);
-            band.basis += fmt::format("; narrowed by the calibrated profile's fits (residuals {:.1f}% compute, {:.1f}% "
-                                      "communication; {:.0f}% of the variance is between GPUs)",
-                                      100 * hw.compute_fit_residual, 100 * hw.comm_fit_residual,
-                                      100 * m.hardware_share);
+            band.basis += fmt::format(
+                "; narrowed by the calibrated profile's fits (residuals {:.1f}% compute, {:.1f}% "
+                "communication; {:.0f}% of the variance is between GPUs)",
+                100 * hw.compute_fit_residual, 100 * hw.comm_fit_residual, 100 * m.hardware_share);
         }
     }
     // Errors are fractions of the measured throughput: the measured time is at least ~0 (a

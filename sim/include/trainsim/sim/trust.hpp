@@ -16,7 +16,7 @@
 
 namespace trainsim::sim {
 
-struct StepBreakdown;  // executor.hpp
+struct StepBreakdown; // executor.hpp
 
 // The dimensions a plan's error is looked up by, coarsest first.
 struct Regime {
@@ -109,8 +109,7 @@ struct Band {
 //   d' = sqrt(d^2 (1 - hardware_share) + (1.2816 r)^2),  r = sqrt((c r_compute)^2 + (m r_comm)^2)
 // for each side's deviation d from the median (1.2816: the normal 90th percentile, taking each
 // residual as one standard deviation).
-[[nodiscard]] Band band_for(const ErrorModel& m, const model::Plan& plan,
-                            const StepBreakdown* breakdown = nullptr);
+[[nodiscard]] Band band_for(const ErrorModel& m, const model::Plan& plan, const StepBreakdown* breakdown = nullptr);
 // The band's deviations from p50 grow by this factor per out-of-domain reason.
 inline constexpr double kOutOfDomainWidening = 1.5;
 
