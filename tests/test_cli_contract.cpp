@@ -9,9 +9,11 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -131,6 +133,24 @@ TEST_CASE("validate --json --row reports just those rows with the issue's fields
     CHECK(j.at("rows")[1].at("id") == "40");
     CHECK(j.at("summary").at("n") == 2);
     CHECK(run_trainsim("validate '" + csv.string() + "' --json --row 9999").rc == 2);
+}
+
+TEST_CASE("validate of a file with nothing to compare exits 2, not 0 with a 0% error; --version", "[cli][contract]") {
+    const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv";
+    std::ifstream in(csv);
+    std::string header;
+    std::getline(in, header);
+    const fs::path dir = fs::temp_directory_path() / ("trainsim-empty-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const fs::path empty = dir / "header-only.csv";
+    std::ofstream(empty) << header << "\n";
+    const auto r = run_trainsim("validate '" + empty.string() + "' --json");
+    CHECK(r.rc == 2);
+    CHECK(nlohmann::json::parse(r.out).at("summary").at("n") == 0);
+    fs::remove_all(dir);
+    const auto v = run_trainsim("--version");
+    CHECK(v.rc == 0);
+    CHECK(v.out.rfind("trainsim ", 0) == 0);
 }
 
 TEST_CASE("plan marks the plans whose error bands overlap the best as tied and recommends one",

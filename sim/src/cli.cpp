@@ -676,6 +676,7 @@ int run_plan_search(const PlanArgs& a) {
 
 int run_cli(int argc, char** argv) {
     CLI::App app{"trainsim: discrete-event simulation of LLM training steps -> days, GPU-hours, money"};
+    app.set_version_flag("--version", std::string("trainsim ") + TRAINSIM_VERSION);
     app.require_subcommand(1);
     Common sim_args, cmp_args, exp_args;
     auto* simulate = app.add_subcommand("simulate", "simulate every plan of a scenario and report each in detail");
@@ -858,6 +859,12 @@ int run_cli(int argc, char** argv) {
         const auto rep = validate_rows(rows, val_kind, threads, em ? &*em : nullptr);
         if (val_json) std::cout << report_json(rep).dump(2) << "\n";
         else std::cout << report_text(rep, val_verbose);
+        if (rep.overall.n == 0) {
+            // A file with no row, or none that could be compared, measured nothing: not a 0% error.
+            std::cerr << fmt::format("trainsim: {}: no row was compared ({} rows, {} skipped)\n", val_file,
+                                     rep.rows.size(), rep.skipped);
+            return kExitBadInput;
+        }
         return kExitOk;
     }
     return kExitBadInput;
