@@ -8,6 +8,7 @@
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/estimate.hpp"
+#include "trainsim/sim/parallel_for.hpp"
 #include "trainsim/sim/plan_search.hpp"
 #include "trainsim/sim/run_model.hpp"
 
@@ -16,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <stdexcept>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -536,4 +539,26 @@ TEST_CASE("the search takes full recompute as block recompute of the fewest laye
     REQUIRE(!pruned.plans.empty());
     CHECK(pruned.plans.front().plan.name == res.plans.front().plan.name);
     CHECK(pruned.plans.front().estimate.days_to_train == res.plans.front().estimate.days_to_train);
+}
+
+TEST_CASE("parallel_for runs every item once whatever the thread count asked for", "[plan-search][threads]") {
+    // 100000 threads for 1000 items: capped at what is useful, no std::terminate; every item once.
+    std::vector<std::atomic<int>> hits(1000);
+    trainsim::sim::parallel_for(hits.size(), 100000, [&](std::size_t i) { ++hits[i]; });
+    for (const auto& h : hits) CHECK(h.load() == 1);
+    // An exception in one item reaches the caller after every worker stopped.
+    CHECK_THROWS_AS(trainsim::sim::parallel_for(100, 4,
+                                                [](std::size_t i) {
+                                                    if (i == 42) throw std::runtime_error("item 42");
+                                                }),
+                    std::runtime_error);
+}
+
+TEST_CASE("plan --top -1 and --threads 100000: an error and a normal search, not a wrap or a crash",
+          "[plan-search][cli]") {
+    const auto bad = trainsim::test::run_trainsim("plan --model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --top -1 -q");
+    CHECK(bad.rc == 2);
+    const auto many =
+        trainsim::test::run_trainsim("plan --model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --threads 100000 -q --json");
+    CHECK(many.rc == 0);
 }

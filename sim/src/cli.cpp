@@ -401,7 +401,7 @@ struct PlanArgs {
     std::string precision = "bf16";
     double price = 0;
     std::string currency = "USD";
-    std::size_t top = 10;
+    long long top = 10;  // signed: "--top -1" must be an error, not 2^64 - 1
     std::string rank;  // days | cost; empty: cost with a deadline, else days
     std::optional<double> deadline_days;
     std::optional<double> budget;
@@ -479,7 +479,7 @@ int run_plan_search(const PlanArgs& a) {
     o.space.gpu_counts = a.gpus;
     o.space.max_micro_batch = a.max_micro_batch;
     o.space.try_without_sp = a.try_without_sp;
-    o.top = a.top;
+    o.top = static_cast<std::size_t>(a.top);
     o.threads = a.threads;
     o.prune = !a.no_prune;
     o.deadline_days = a.deadline_days;
