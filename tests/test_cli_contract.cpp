@@ -135,7 +135,7 @@ TEST_CASE("validate --json --row reports just those rows with the issue's fields
     CHECK(run_trainsim("validate '" + csv.string() + "' --json --row 9999").rc == 2);
 }
 
-TEST_CASE("validate of a file with nothing to compare exits 2, not 0 with a 0% error; --version", "[cli][contract]") {
+TEST_CASE("validate of a file with nothing to compare exits 2 (not 0 with a 0% error), and --version", "[cli][contract]") {
     const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv";
     std::ifstream in(csv);
     std::string header;
