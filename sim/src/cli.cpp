@@ -554,11 +554,11 @@ int run_plan_search(const PlanArgs& a) {
     if (!res.plans.empty()) {
         const double best_hi = p90(res.plans.front().estimate);
         for (std::size_t i = 0; i < res.plans.size(); ++i) tied[i] = p10(res.plans[i].estimate) <= best_hi;
-        auto robustness = [](const model::Plan& p, const RunEstimate& e) {
-            const bool tp_cross = p.parallel.tp > p.cluster.gpus_per_node;
-            const double headroom = model::to_gib(e.capacity) - model::to_gib(e.memory.total());
+        auto headroom = [](const RunEstimate& e) { return model::to_gib(e.capacity) - model::to_gib(e.memory.total()); };
+        auto tp_cross = [](const model::Plan& p) { return features_of(p).tp_across_nodes; };
+        auto robustness = [&](const model::Plan& p, const RunEstimate& e) {
             const int complexity = (p.parallel.vp > 1) + (p.parallel.cp > 1) + (p.parallel.pp > 1);
-            return std::make_tuple(tp_cross, p.cluster.nodes, -std::floor(headroom), complexity);
+            return std::make_tuple(tp_cross(p), p.cluster.nodes, -std::floor(headroom(e)), complexity);
         };
         for (std::size_t i = 1; i < res.plans.size(); ++i) {
             if (!tied[i]) continue;
@@ -571,13 +571,12 @@ int run_plan_search(const PlanArgs& a) {
             const auto& b = res.plans.front();
             std::vector<std::string> why;
             if (x.plan.cluster.nodes < b.plan.cluster.nodes) why.push_back("fewer nodes");
-            const double hx = model::to_gib(x.estimate.capacity) - model::to_gib(x.estimate.memory.total());
-            const double hb = model::to_gib(b.estimate.capacity) - model::to_gib(b.estimate.memory.total());
+            const double hx = headroom(x.estimate), hb = headroom(b.estimate);
             if (hx > hb + 1) why.push_back(fmt::format("{:.0f} GiB more memory headroom", hx - hb));
             if (x.plan.parallel.vp < b.plan.parallel.vp || x.plan.parallel.cp < b.plan.parallel.cp ||
                 x.plan.parallel.pp < b.plan.parallel.pp)
                 why.push_back("a simpler schedule");
-            if (b.plan.parallel.tp > b.plan.cluster.gpus_per_node && x.plan.parallel.tp <= x.plan.cluster.gpus_per_node)
+            if (tp_cross(b.plan) && !tp_cross(x.plan))
                 why.push_back("no TP across nodes");
             why_recommended =
                 fmt::format("#{} is tied with #1 within the error bands and more robust: {}", recommended + 1,

@@ -266,9 +266,6 @@ ErrorModel error_model_from_json(const nlohmann::json& j, const std::string& fil
     } catch (const nlohmann::json::exception& ex) {
         fail("", fmt::format("not an error-model table: {}", ex.what()));
     }
-    if (m.bands.empty() || m.bands.front().key != "all") {
-        std::sort(m.bands.begin(), m.bands.end(), [](const auto& x, const auto& y) { return x.key < y.key; });
-    }
     if (std::none_of(m.bands.begin(), m.bands.end(), [](const RegimeBand& b) { return b.key == "all"; }))
         fail("bands", "no band for regime 'all'");
     return m;
