@@ -17,9 +17,10 @@ struct CliRun {
 
 // `args` follow the executable, shell-quoted by the caller; TRAINSIM_DATA_DIR points at the
 // shipped scenarios/ data.
-inline CliRun run_trainsim(const std::string& args) {
+// `with_stderr`: standard error is captured too, after standard output's lines as they interleave.
+inline CliRun run_trainsim(const std::string& args, bool with_stderr = false) {
     const std::string cmd = std::string("TRAINSIM_DATA_DIR='") + TRAINSIM_TEST_DATA_DIR + "' '" + TRAINSIM_EXE + "' " +
-                            args + " 2>/dev/null";
+                            args + (with_stderr ? " 2>&1" : " 2>/dev/null");
     CliRun r;
     std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
     if (!pipe) throw std::runtime_error("cannot start: " + cmd);

@@ -103,14 +103,17 @@ TEST_CASE("prices: machine-months and commitment discounts", "[pricing]") {
     model::Pricing p;
     p.basis = model::PriceBasis::gpu_hour;
     p.rate = 2.0;
-    CHECK(sim::price_per_gpu_hour(p) == Approx(2.0));
+    CHECK(sim::price_per_gpu_hour(p, 8) == Approx(2.0));
     p.commitment = model::Commitment::annual;
     p.discounts[model::Commitment::annual] = 0.15;
-    CHECK(sim::price_per_gpu_hour(p) == Approx(1.7));
+    CHECK(sim::price_per_gpu_hour(p, 8) == Approx(1.7));
     // An 8-GPU machine at 14,600 per month: 14,600 / (8 x 730 h) = 2.5 per GPU-hour, 15% off.
     p.basis = model::PriceBasis::machine_month;
     p.rate = 14600.0;
-    CHECK(sim::price_per_gpu_hour(p) == Approx(2.5 * 0.85));
+    CHECK(sim::price_per_gpu_hour(p, 8) == Approx(2.5 * 0.85));
+    // A 4-GPU machine at the same monthly price: its 4 GPUs share it, 5.0 per GPU-hour (issue #19:
+    // it used to divide by 8 whatever the machine, halving the cost).
+    CHECK(sim::price_per_gpu_hour(p, 4) == Approx(5.0 * 0.85));
 }
 
 TEST_CASE("validate --json --row reports just those rows with the issue's fields and an unknown id exits 2",

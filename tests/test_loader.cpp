@@ -236,7 +236,7 @@ TEST_CASE("run settings: a duration without a unit and bad values, each at its p
     for (const auto& d : ds) CHECK(d.file == fx.scenario_name());
     check_at(find(ds, "run.gpu_mtbf"), 9, 13, "'50000' has no unit (one of: s, min, h, d)");
     check_at(find(ds, "run.restart"), 10, 12, "must not be negative");
-    check_at(find(ds, "run.checkpoint_bandwidth"), 11, 25, "must be more than 0");
+    check_at(find(ds, "run.checkpoint_bandwidth"), 11, 25, "outside the physical range");
     check_at(find(ds, "run.checkpoint_interval"), 12, 24, "unknown unit 'weeks'");
     // A typo in the section is an unknown key with a suggestion.
     auto typo = fx.errors(kBase + "run:\n  gpu_mtfb: \"1000 h\"\n");

@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <climits>
@@ -262,8 +263,14 @@ inline std::optional<std::string> read_enum(const YAML::Node& node, const Site& 
     return s;
 }
 
-// The whole text of a file, or a "cannot open" diagnostic at `at` (whose file is the path).
-inline std::optional<std::string> read_text(const std::filesystem::path& file, const Site& at, Diags& out) {
+// Input files are read whole, up to a size no real one reaches: a scenario, profile or config of
+// many MiB is a wrong file (a log, a device such as /dev/zero), refused before it eats the memory.
+inline constexpr std::size_t kMaxInputBytes = std::size_t{16} << 20;
+
+// The whole text of a file, or a "cannot open" / "too large" diagnostic at `at` (whose file is
+// the path).
+inline std::optional<std::string> read_text(const std::filesystem::path& file, const Site& at, Diags& out,
+                                            std::size_t max_bytes = kMaxInputBytes) {
     std::error_code ec;
     if (std::filesystem::is_directory(file, ec)) {
         report(out, at, fmt::format("cannot open '{}': it is a directory", file.string()));
@@ -274,13 +281,79 @@ inline std::optional<std::string> read_text(const std::filesystem::path& file, c
         report(out, at, fmt::format("cannot open '{}': no such file or not readable", file.string()));
         return std::nullopt;
     }
-    std::ostringstream text;
-    text << in.rdbuf();
+    std::string text;
+    std::array<char, 1 << 16> buf{};
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+        text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
+        if (text.size() > max_bytes) {
+            report(out, at,
+                   fmt::format("'{}' is larger than {} MiB, more than any input of this kind: a wrong file?",
+                               file.string(), max_bytes >> 20));
+            return std::nullopt;
+        }
+    }
     if (in.bad()) {
         report(out, at, fmt::format("cannot read '{}'", file.string()));
         return std::nullopt;
     }
-    return text.str();
+    return text;
+}
+
+// Where a quoted value opens that is not closed on its own line (1-based line and column), if
+// any. YAML lets a quoted scalar run on over lines, so a forgotten closing quote swallows the keys
+// that follow and the parser blames the end of the file or a missing key instead; scenario values
+// are one-liners, so this place is the likely mistake. A quote counts only where a value starts
+// (after "key: ", "- ", "[", "{" or ","), so apostrophes inside plain text do not; block scalars
+// ("key: >" or "|") are skipped.
+inline std::optional<std::pair<int, int>> unclosed_quote(const std::string& text) {
+    std::istringstream in(text);
+    std::string line;
+    int number = 0;
+    std::optional<std::size_t> block_indent; // inside a block scalar whose key is indented this much
+    while (std::getline(in, line)) {
+        ++number;
+        const std::size_t indent = line.find_first_not_of(' ');
+        if (indent == std::string::npos) continue;
+        if (block_indent) {
+            if (indent > *block_indent) continue;
+            block_indent.reset();
+        }
+        bool value_start = true;
+        for (std::size_t i = indent; i < line.size(); ++i) {
+            const char c = line[i];
+            if (c == '#' && (i == 0 || line[i - 1] == ' ')) break;  // a comment
+            if (value_start && (c == '"' || c == '\'')) {
+                std::size_t j = i + 1;
+                bool closed = false;
+                for (; j < line.size(); ++j) {
+                    if (c == '"' && line[j] == '\\') {
+                        ++j;
+                    } else if (line[j] == c) {
+                        if (c == '\'' && j + 1 < line.size() && line[j + 1] == '\'') ++j;  // '' escapes '
+                        else {
+                            closed = true;
+                            break;
+                        }
+                    }
+                }
+                if (!closed) return std::pair{number, static_cast<int>(i) + 1};
+                i = j;
+                value_start = false;
+                continue;
+            }
+            if (c == ' ') continue;
+            value_start = c == '[' || c == '{' || c == ',' || (c == '-' && i + 1 < line.size() && line[i + 1] == ' ') ||
+                          (c == ':' && (i + 1 == line.size() || line[i + 1] == ' '));
+            if (c == ':' && value_start) {
+                const std::size_t v = line.find_first_not_of(' ', i + 1);
+                if (v != std::string::npos && (line[v] == '|' || line[v] == '>')) {
+                    block_indent = indent;
+                    break;
+                }
+            }
+        }
+    }
+    return std::nullopt;
 }
 
 // The root node of YAML text, or a diagnostic at the syntax error.
@@ -289,6 +362,9 @@ inline std::optional<YAML::Node> parse_yaml(const std::string& text, const std::
         return YAML::Load(text);
     } catch (const YAML::Exception& e) {
         report(out, site_at(file, e.mark, ""), "YAML syntax error: " + e.msg);
+        if (const auto q = unclosed_quote(text))
+            report(out, Site{file, q->first, q->second, ""},
+                   "this quote is not closed on its line: the value runs on to a later quote (the likely cause)");
         return std::nullopt;
     }
 }

@@ -153,6 +153,14 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
                                        p.tp, p.pp, p.cp, p.dp, p.tp * p.pp * p.cp * p.dp, gpus, plan.cluster.nodes,
                                        plan.cluster.gpus_per_node));
     if (t.micro_batch < 1) add("training.micro_batch", "must be at least 1");
+    const auto& c = plan.cluster;
+    if (c.nodes > 1 && c.nics_per_node < 1)
+        add("cluster.nics_per_node", fmt::format("{} nodes need at least one NIC per node, got {}{}", c.nodes,
+                                                 c.nics_per_node,
+                                                 plan.hardware.source_file.empty()
+                                                     ? std::string()
+                                                     : fmt::format(" (from {} node.nics_per_node unless written here)",
+                                                                   plan.hardware.source_file)));
     else if (t.global_batch % (t.micro_batch * p.dp) != 0)
         add("training.global_batch",
             fmt::format("global batch {} is not a multiple of micro_batch*dp = {}*{} = {}", t.global_batch,

@@ -116,9 +116,33 @@ template <class Target> struct Binding {
     std::function<bool(Target&, const YAML::Node&, const Site&, const KeySpec&, Diags&)> apply;
 };
 
+// A parsed value against its key's physical range (scenario_keys.cpp, the bounds parsed the way
+// the value was): outside it, an input error at the value.
+template <class V, class Parse>
+bool in_range(const V& x, const KeySpec& spec, Parse parse, const Site& at, const YAML::Node& v, Diags& out) {
+    const bool low = !spec.range_min.empty() && x < parse(spec.range_min);
+    const bool high = !spec.range_max.empty() && parse(spec.range_max) < x;
+    if (!low && !high) return true;
+    report(out, at,
+           fmt::format("'{}' is outside the physical range of {}: {} {} ({})", v.Scalar(), spec.path,
+                       spec.range_min.empty() ? "at most" : fmt::format("{} to", spec.range_min),
+                       spec.range_max.empty() ? "or more" : spec.range_max, spec.range_basis));
+    return false;
+}
+
+long long parse_int_bound(std::string_view s) { return detail::parse_whole<long long>(s).value; }
+double parse_number_bound(std::string_view s) { return detail::parse_whole<double>(s).value; }
+
+// An integer of at least `min`, within the key's range.
+std::optional<int> read_ranged_int(const YAML::Node& v, const Site& at, int min, const KeySpec& spec, Diags& out) {
+    auto x = detail::read_int(v, at, min, out);
+    if (x && !in_range(static_cast<long long>(*x), spec, parse_int_bound, at, v, out)) x.reset();
+    return x;
+}
+
 template <class T, class Get> Binding<T> int_key(std::string_view path, int min, Get get) {
-    return {path, "int", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
-                auto x = detail::read_int(v, at, min, out);
+    return {path, "int", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
+                auto x = read_ranged_int(v, at, min, spec, out);
                 if (x) get(t) = *x;
                 return x.has_value();
             }};
@@ -141,8 +165,9 @@ template <class T, class Get> Binding<T> string_key(std::string_view path, Get g
 }
 
 template <class T, class Get> Binding<T> count_key(std::string_view path, Get get) {
-    return {path, "count", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+    return {path, "count", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
                 auto x = detail::read_with_unit(v, at, "a count (e.g. 1T, 40M, 4096)", parse_count, out);
+                if (x && !in_range(*x, spec, parse_count, at, v, out)) x.reset();
                 if (x) get(t) = *x;
                 return x.has_value();
             }};
@@ -157,8 +182,9 @@ template <class T, class Get> Binding<T> fraction_key(std::string_view path, Get
 }
 
 template <class T, class Get> Binding<T> bandwidth_key(std::string_view path, Get get) {
-    return {path, "bandwidth", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+    return {path, "bandwidth", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
                 auto x = detail::read_with_unit(v, at, "a bandwidth (e.g. '400 Gbit/s')", parse_bandwidth, out);
+                if (x && !in_range(*x, spec, parse_bandwidth, at, v, out)) x.reset();
                 if (x) get(t) = *x;
                 return x.has_value();
             }};
@@ -167,13 +193,14 @@ template <class T, class Get> Binding<T> bandwidth_key(std::string_view path, Ge
 // A wall-clock span with its unit, stored in units of `stored_s` seconds (1: seconds, 3600: hours);
 // `positive`: 0 is refused too.
 template <class T, class Get> Binding<T> duration_key(std::string_view path, double stored_s, bool positive, Get get) {
-    return {path, "duration", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+    return {path, "duration", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
                 auto x =
                     detail::read_with_unit(v, at, "a duration (e.g. '10 min', '50000 h')", parse_wall_seconds, out);
                 if (x && positive && !(*x > 0)) {
                     report(out, at, fmt::format("must be more than 0, got '{}'", v.Scalar()));
                     x.reset();
                 }
+                if (x && !in_range(*x, spec, parse_wall_seconds, at, v, out)) x.reset();
                 if (x) get(t) = *x / stored_s;
                 return x.has_value();
             }};
@@ -181,8 +208,9 @@ template <class T, class Get> Binding<T> duration_key(std::string_view path, dou
 
 // A plain non-negative number (money: no unit to parse).
 template <class T, class Get> Binding<T> number_key(std::string_view path, Get get) {
-    return {path, "number", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+    return {path, "number", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
                 auto x = detail::read_number(v, at, 0.0, HUGE_VAL, out);
+                if (x && !in_range(*x, spec, parse_number_bound, at, v, out)) x.reset();
                 if (x) get(t) = *x;
                 return x.has_value();
             }};
@@ -220,12 +248,12 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         int_key<B>("parallel.vp", 1, [](B& b) -> int& { return b.plan.parallel.vp; }),
         int_key<B>("parallel.cp", 1, [](B& b) -> int& { return b.plan.parallel.cp; }),
         {"parallel.dp", "int|auto",
-         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
              if (v.IsScalar() && v.Scalar() == "auto") {
                  b.dp_auto = true;
                  return true;
              }
-             auto x = detail::read_int(v, at, 1, out);
+             auto x = read_ranged_int(v, at, 1, spec, out);
              if (x) {
                  b.plan.parallel.dp = *x;
                  b.dp_auto = false;
@@ -236,12 +264,12 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         enum_key<B, Sharding>("parallel.sharding", [](B& b) -> Sharding& { return b.plan.parallel.sharding; }),
         enum_key<B, Recompute>("parallel.recompute", [](B& b) -> Recompute& { return b.plan.parallel.recompute; }),
         {"parallel.recompute_layers", "int|all",
-         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
              if (v.IsScalar() && v.Scalar() == "all") {
                  b.plan.parallel.recompute_layers = 0;
                  return true;
              }
-             auto x = detail::read_int(v, at, 1, out);
+             auto x = read_ranged_int(v, at, 1, spec, out);
              if (x) b.plan.parallel.recompute_layers = *x;
              return x.has_value();
          }},
@@ -278,7 +306,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         count_key<B>("parallel.fsdp_prefetch_bucket_params",
                      [](B& b) -> double& { return b.plan.parallel.fsdp_prefetch_bucket_params; }),
         {"parallel.fsdp_reuse_distance_params", "count|unlimited",
-         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
              if (v.IsScalar() && v.Scalar() == "unlimited") {
                  b.plan.parallel.fsdp_reuse_distance_params = std::numeric_limits<double>::infinity();
                  return true;
@@ -291,6 +319,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
                  }
              };
              auto x = detail::read_with_unit(v, at, "a count (e.g. 1B, 500M) or 'unlimited'", parse, out);
+             if (x && !in_range(*x, spec, parse_count, at, v, out)) x.reset();
              if (x) b.plan.parallel.fsdp_reuse_distance_params = *x;
              return x.has_value();
          }},
@@ -311,8 +340,9 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         int_key<B>("cluster.nics_per_node", 0, [](B& b) -> int& { return b.plan.cluster.nics_per_node; }),
         bandwidth_key<B>("cluster.nic_rate", [](B& b) -> Bandwidth& { return b.plan.cluster.nic_rate; }),
         {"cluster.oversubscription", "number",
-         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
              auto x = detail::read_number(v, at, 1.0, HUGE_VAL, out);
+             if (x && !in_range(*x, spec, parse_number_bound, at, v, out)) x.reset();
              if (x) b.plan.cluster.oversubscription = *x;
              return x.has_value();
          }},
@@ -324,16 +354,8 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         fraction_key<B>("pricing.discounts.monthly", discount(Commitment::monthly)),
         fraction_key<B>("pricing.discounts.quarterly", discount(Commitment::quarterly)),
         fraction_key<B>("pricing.discounts.annual", discount(Commitment::annual)),
-        {"run.checkpoint_bandwidth", "bandwidth",
-         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
-             auto x = detail::read_with_unit(v, at, "a bandwidth (e.g. '5 GB/s')", parse_bandwidth, out);
-             if (x && !(x->value() > 0)) {
-                 report(out, at, fmt::format("must be more than 0, got '{}'", v.Scalar()));
-                 x.reset();
-             }
-             if (x) b.plan.run.checkpoint_bandwidth_per_node = *x;
-             return x.has_value();
-         }},
+        bandwidth_key<B>("run.checkpoint_bandwidth",
+                         [](B& b) -> Bandwidth& { return b.plan.run.checkpoint_bandwidth_per_node; }),
         duration_key<B>("run.gpu_mtbf", 3600.0, true, [](B& b) -> double& { return b.plan.run.gpu_mtbf_hours; }),
         duration_key<B>("run.restart", 1.0, false, [](B& b) -> double& { return b.plan.run.restart_s; }),
         duration_key<B>("run.checkpoint_interval", 1.0, true,
@@ -350,15 +372,15 @@ std::vector<Binding<ModelBuild>> make_model_bindings() {
         int_key<B>("model.hidden", 1, [](B& b) -> int& { return b.model.hidden; }),
         int_key<B>("model.heads", 1, [](B& b) -> int& { return b.model.heads; }),
         {"model.kv_heads", "int",
-         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
-             auto x = detail::read_int(v, at, 1, out);
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
+             auto x = read_ranged_int(v, at, 1, spec, out);
              if (x) b.model.kv_heads = *x;
              b.kv_heads_written = true;
              return x.has_value();
          }},
         {"model.head_dim", "int",
-         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
-             auto x = detail::read_int(v, at, 1, out);
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
+             auto x = read_ranged_int(v, at, 1, spec, out);
              if (x) b.model.head_dim = *x;
              b.head_dim_written = true;
              return x.has_value();
@@ -393,9 +415,18 @@ private:
         for (const auto& k : scenario_keys()) {
             if (!belongs(k)) continue;
             ++keys;
-            if (find(list, k.path).type != k.type)
+            const auto& b = find(list, k.path);
+            if (b.type != k.type)
                 throw std::logic_error(fmt::format("loader: binding of '{}' has type {} but the table says {}",
-                                                   k.path, find(list, k.path).type, k.type));
+                                                   k.path, b.type, k.type));
+            // Each bound of a range is itself a value the binding accepts.
+            for (const std::string* bound : {&k.range_min, &k.range_max}) {
+                T scratch{};
+                Diags d;
+                if (!bound->empty() && !b.apply(scratch, YAML::Node(*bound), Site{"scenario_keys.cpp", 0, 0, k.path}, k, d))
+                    throw std::logic_error(fmt::format("scenario_keys: range bound '{}' of '{}' is refused: {}", *bound,
+                                                       k.path, d.empty() ? std::string() : d.front().message));
+            }
         }
         if (keys != list.size())
             throw std::logic_error("loader: a binding names a key that is not in scenario_keys()");
@@ -455,6 +486,14 @@ struct Context {
     // Profiles by cluster.gpu as written: the profile, or the problems found loading it (the first
     // problem is re-reported at each place that names the profile, the others once).
     std::map<std::string, std::pair<std::optional<HardwareProfile>, Diags>> profiles;
+    // Layout problems of the plans of a `plans` list, with the plan they were found in: one written
+    // in a shared section is reported once, naming the plans it affects (merge_layout_problems).
+    struct PlanProblem {
+        Site at;
+        std::string message;
+        std::string plan;
+    };
+    std::vector<PlanProblem> plan_problems;
 };
 
 // Reads the keys under a section (recursing into nested sections such as pricing.discounts).
@@ -684,15 +723,26 @@ std::optional<ModelArch> resolve_model(const Written& w, Context& ctx) {
         return std::nullopt;
     }
     if (hf) {
-        if (!inline_fields.empty()) {
-            const auto& first = inline_fields.begin()->second;
-            report(ctx.out, first.key_site,
-                   "hf_config stands alone: other model keys cannot be combined with it (use an inline model)");
+        // The shape comes from the config alone; only its labels (name, source) may be written.
+        std::optional<std::string> name, source;
+        for (const auto& [key, field] : inline_fields) {
+            if (key == "name" || key == "source") {
+                auto text = detail::read_string(field.value, field.value_site, ctx.out);
+                if (!text) ok = false;
+                (key == "name" ? name : source) = text;
+                continue;
+            }
+            report(ctx.out, field.key_site,
+                   "hf_config stands alone: the shape keys cannot be combined with it, only name and source (use an "
+                   "inline model)");
             return std::nullopt;
         }
         auto path = detail::read_string(hf->value, hf->value_site, ctx.out);
         if (!path || !ok) return std::nullopt;
-        return model_from_hf(*path, hf->value_site, ctx);
+        auto m = model_from_hf(*path, hf->value_site, ctx);
+        if (m && name) m->name = *name;
+        if (m && source) m->source = *source;
+        return m;
     }
     if (preset) {
         auto id = detail::read_string(preset->value, preset->value_site, ctx.out);
@@ -766,7 +816,7 @@ public:
             else bad_.insert("precision");  // cannot be judged without the GPU
             attach_layout_problems();
         }
-        if (ctx_.out.size() != before) return std::nullopt;
+        if (ctx_.out.size() != before || layout_problem_) return std::nullopt;
         return b_.plan;
     }
 
@@ -890,10 +940,9 @@ private:
                 }
             }
         }
-        report(ctx_.out, at,
-               fmt::format("{}dp: auto needs tp*pp*cp = {}*{}*{} = {} to divide the {} GPUs ({} nodes x {})", in_plan(),
-                           p.tp, p.pp, p.cp, p.tp * p.pp * p.cp, gpus, b_.plan.cluster.nodes,
-                           b_.plan.cluster.gpus_per_node));
+        plan_problem(at, fmt::format("dp: auto needs tp*pp*cp = {}*{}*{} = {} to divide the {} GPUs ({} nodes x {})",
+                                     p.tp, p.pp, p.cp, p.tp * p.pp * p.cp, gpus, b_.plan.cluster.nodes,
+                                     b_.plan.cluster.gpus_per_node));
         bad_.insert("parallel.dp");
     }
 
@@ -911,8 +960,16 @@ private:
             bad_.insert({"training.global_batch", "parallel.vp"});
         for (const auto& problem : check_layout(b_.plan)) {
             if (bad_.contains(problem.key)) continue;  // already reported as unreadable
-            report(ctx_.out, site_for(problem.key), in_plan() + problem.message);
+            plan_problem(site_for(problem.key), problem.message);
         }
+    }
+
+    // A problem of this plan's layout: in a `plans` list, merged with the other plans' (the same
+    // mistake in a shared section is said once, merge_layout_problems).
+    void plan_problem(const Site& at, const std::string& message) {
+        layout_problem_ = true;
+        if (in_list_) ctx_.plan_problems.push_back({at, message, b_.plan.name});
+        else report(ctx_.out, at, message);
     }
 
     const Layer& defaults_;
@@ -921,7 +978,30 @@ private:
     Context& ctx_;
     PlanBuild b_;
     std::set<std::string> bad_;  // keys whose value is unknown (unreadable or missing)
+    bool layout_problem_ = false;
 };
+
+// Each plan layout problem once per place and message, naming the plans that have it: none when
+// every plan of the list has it (a shared section's mistake, said once as docs/formats.md says).
+void merge_layout_problems(Context& ctx, std::size_t plans) {
+    std::vector<std::pair<Context::PlanProblem, std::vector<std::string>>> groups;
+    for (const auto& p : ctx.plan_problems) {
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) {
+            return x.first.at.file == p.at.file && x.first.at.line == p.at.line && x.first.at.col == p.at.col &&
+                   x.first.at.key == p.at.key && x.first.message == p.message;
+        });
+        if (g == groups.end()) groups.push_back({p, {p.plan}});
+        else if (std::find(g->second.begin(), g->second.end(), p.plan) == g->second.end()) g->second.push_back(p.plan);
+    }
+    for (const auto& [p, names] : groups) {
+        std::string quoted;
+        for (const auto& n : names) quoted += fmt::format("{}'{}'", quoted.empty() ? "" : ", ", n);
+        const std::string prefix = names.size() == plans && plans > 1 ? std::string()
+                                   : names.size() == 1                ? fmt::format("in plan {}: ", quoted)
+                                                                      : fmt::format("in plans {}: ", quoted);
+        report(ctx.out, p.at, prefix + p.message);
+    }
+}
 
 std::vector<std::string> plan_keys() {
     std::vector<std::string> keys{"name", "model"};
@@ -988,9 +1068,27 @@ Diags in_file_order(const Diags& diags, const std::string& file) {
 
 } // namespace
 
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+    return detail::did_you_mean(word, candidates);
+}
+
+std::vector<std::string> check_key_value(const std::string& key, const std::string& text) {
+    static const Bindings bindings;
+    const auto& keys = scenario_keys();
+    const auto spec = std::find_if(keys.begin(), keys.end(), [&](const KeySpec& k) { return k.path == key; });
+    if (spec == keys.end() || !is_plan_leaf(*spec))
+        throw std::logic_error(fmt::format("check_key_value: '{}' is not a plan key", key));
+    PlanBuild scratch;
+    Diags out;
+    (void)Bindings::find(bindings.plan, key).apply(scratch, YAML::Node(text), Site{"", 0, 0, key}, *spec, out);
+    std::vector<std::string> messages;
+    for (const auto& d : out) messages.push_back(d.message);
+    return messages;
+}
+
 Scenario load_scenario_text(const std::string& text, const std::string& name, const LoadOptions& opts) {
     Diags out;
-    Context ctx{name, fs::path(name).parent_path(), opts, out, Bindings{}, {}, std::nullopt, {}};
+    Context ctx{name, fs::path(name).parent_path(), opts, out, Bindings{}, {}, std::nullopt, {}, {}};
     // A broken --profile is not this scenario's fault: its ProfileError propagates as it is.
     if (opts.profile_override) ctx.override_profile = load_profile(*opts.profile_override);
 
@@ -1022,9 +1120,16 @@ Scenario load_scenario_text(const std::string& text, const std::string& name, co
     });
     sc.title = title.value_or(stem);
 
-    if (plans) read_plans(*plans, top, sc.plans, ctx);
-    else if (auto plan = PlanBuilder(top, nullptr, sc.title, false, ctx).build()) sc.plans.push_back(std::move(*plan));
+    if (plans) {
+        read_plans(*plans, top, sc.plans, ctx);
+        merge_layout_problems(ctx, plans->value.IsSequence() ? plans->value.size() : 0);
+    } else if (auto plan = PlanBuilder(top, nullptr, sc.title, false, ctx).build()) sc.plans.push_back(std::move(*plan));
 
+    if (const auto q = detail::unclosed_quote(text)) {
+        // A value that runs on over lines: the likely cause of the problems found, or worth a word.
+        report(out.empty() ? ctx.warnings : out, Site{name, q->first, q->second, ""},
+               "this quote is not closed on its line: the value runs on over the following lines to a later quote");
+    }
     if (!out.empty()) throw ScenarioError(in_file_order(detail::deduplicate(out), name));
     for (const auto& w : in_file_order(detail::deduplicate(ctx.warnings), name)) sc.warnings.push_back(w.format());
     return sc;

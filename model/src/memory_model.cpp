@@ -227,13 +227,14 @@ bool block_recompute(const Plan& plan) {
     return p.recompute == Recompute::full && full_recompute_layers(plan) < max_chunk_layers(plan);
 }
 
-int fewest_recompute_layers(const Plan& plan) {
+int fewest_recompute_layers(const Plan& plan, std::optional<Bytes> capacity) {
+    const Bytes limit = capacity.value_or(plan.hardware.hbm_capacity);
     Plan q = plan;
     q.parallel.recompute = Recompute::full;
     const int per_chunk = max_chunk_layers(plan);
     auto fits = [&](int n) {
         q.parallel.recompute_layers = n;
-        return peak_memory(q).total() <= plan.hardware.hbm_capacity;
+        return peak_memory(q).total() <= limit;
     };
     if (per_chunk < 1 || !fits(per_chunk)) return 0;
     // Memory falls as more layers are recomputed: the smallest count that fits, by bisection.

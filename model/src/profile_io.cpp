@@ -52,6 +52,25 @@ struct Entry {
 
 using HP = HardwareProfile;
 
+// The physical range of each kind of value (issue #19): generous bounds around every GPU built or
+// announced, so that no real profile is refused while a NaN-free but absurd value (a peak of 1e-300
+// FLOP/s, a NIC count of 100000) is refused at its line instead of overflowing a time or the memory.
+struct Bounds {
+    double min, max;
+    std::string_view basis;
+};
+// SMs (H100: 132, B200: 148), GPUs per node (NVL576: 576), NICs per node (8-16).
+constexpr Bounds kIntegerBounds{1, 4096, "SM counts are ~100-200, GPUs and NICs per node at most 576"};
+// HBM per GPU is at most 288 GB (B300); host reservations are a few GiB.
+constexpr Bounds kByteBounds{0, 1.0 * kTiB * 1024, "HBM per GPU is at most 288 GB"};
+// PCIe Gen1 x1 (250 MB/s) up to 100x the fastest HBM (8 TB/s).
+constexpr Bounds kBandwidthBounds{1e6, 1e15, "links and memories run at 0.25 GB/s to 8 TB/s"};
+// Latencies and per-kernel overheads are ns to ms; a calibrated GEMM of the largest shape takes seconds.
+constexpr Bounds kLatencyBounds{0, 1.0, "latencies and overheads are ns to ms"};
+constexpr Bounds kSampleTimeBounds{0, 3600, "one kernel or collective takes at most seconds"};
+// Dense peaks of one GPU: 1 GFLOP/s to 100x B200's 2.25 PFLOP/s (BF16, dense).
+constexpr Bounds kFlopRateBounds{1e9, 1e17, "one GPU's dense peak is 10-5000 TFLOP/s"};
+
 // In file order.
 const std::array<Entry, 34> kEntries{{
     {.path = "compute.sm_count", .kind = Kind::integer, .required = true, .int_member = &HP::sm_count},
@@ -323,21 +342,24 @@ private:
         const Site& at = v->value_site;
         switch (e.kind) {
         case Kind::integer:
-            if (auto x = detail::read_int(n, at, 1, out_)) p_.*e.int_member = *x;
+            if (auto x = detail::read_int(n, at, 1, out_); x && within(*x, kIntegerBounds, at, n)) p_.*e.int_member = *x;
             break;
         case Kind::boolean:
             if (auto x = detail::read_bool(n, at, out_)) p_.*e.bool_member = *x;
             break;
         case Kind::bytes:
-            if (auto x = detail::read_with_unit(n, at, "a size (e.g. '80 GiB')", parse_bytes, out_))
+            if (auto x = detail::read_with_unit(n, at, "a size (e.g. '80 GiB')", parse_bytes, out_);
+                x && within(x->value(), kByteBounds, at, n))
                 p_.*e.bytes_member = *x;
             break;
         case Kind::bandwidth:
-            if (auto x = detail::read_with_unit(n, at, "a bandwidth (e.g. '450 GB/s')", parse_bandwidth, out_))
+            if (auto x = detail::read_with_unit(n, at, "a bandwidth (e.g. '450 GB/s')", parse_bandwidth, out_);
+                x && within(x->value(), kBandwidthBounds, at, n))
                 p_.*e.bandwidth_member = *x;
             break;
         case Kind::duration:
-            if (auto x = detail::read_with_unit(n, at, "a duration (e.g. '4 us')", parse_duration, out_))
+            if (auto x = detail::read_with_unit(n, at, "a duration (e.g. '4 us')", parse_duration, out_);
+                x && within(x->seconds(), kLatencyBounds, at, n))
                 p_.*e.time_member = *x;
             break;
         case Kind::fraction:
@@ -351,6 +373,13 @@ private:
         case Kind::efficiencies:
         case Kind::reasons: break;  // handled above; flop rates only appear per precision
         }
+    }
+
+    // `x` within the physical bounds of its kind, else a diagnostic at `at`.
+    bool within(double x, const Bounds& b, const Site& at, const YAML::Node& n) {
+        if (x >= b.min && x <= b.max) return true;
+        report(out_, at, fmt::format("'{}' is outside the physical range of this value ({})", n.Scalar(), b.basis));
+        return false;
     }
 
     // A plain number in (0, 1], (0, 2] for the NVLS ratio, or [0, 1] for the slowdown.
@@ -407,7 +436,7 @@ private:
                 if (auto x = detail::read_with_unit(v->value, v->value_site, "a FLOP rate (e.g. '989 TFLOP/s')",
                                                     parse_flop_rate, out_)) {
                     if (x->value() <= 0) report(out_, v->value_site, "must be positive");
-                    else p_.dense_peak[prec] = *x;
+                    else if (within(x->value(), kFlopRateBounds, v->value_site, v->value)) p_.dense_peak[prec] = *x;
                 }
             } else if (auto x = read_ratio(Kind::fraction, v->value, v->value_site)) {
                 p_.gemm_efficiency[prec] = *x;
@@ -488,11 +517,14 @@ private:
         auto n = detail::read_int(f["n"].value, f["n"].value_site, 1, out_);
         auto k = detail::read_int(f["k"].value, f["k"].value_site, 1, out_);
         auto t = detail::read_with_unit(f["time"].value, f["time"].value_site, "a duration", parse_duration, out_);
-        if (t && t->count_ps() <= 0) {
+        bool time_ok = t.has_value();
+        if (time_ok && t->count_ps() <= 0) {
             report(out_, f["time"].value_site, "must be positive");
-            t.reset();
+            time_ok = false;
         }
-        if (prec && m && n && k && t) p_.gemm_table.push_back(GemmSample{precision_of(*prec), *m, *n, *k, *t});
+        time_ok = time_ok && within(t->seconds(), kSampleTimeBounds, f["time"].value_site, f["time"].value);
+        if (prec && m && n && k && time_ok)
+            p_.gemm_table.push_back(GemmSample{precision_of(*prec), *m, *n, *k, t.value()});
     }
 
     void read_collective(const YAML::Node& item, const Site& at) {
@@ -538,6 +570,8 @@ private:
             report(out_, bandwidth.value_site, "must be positive");
             return std::nullopt;
         }
+        if (a && !within(a->seconds(), kLatencyBounds, alpha.value_site, alpha.value)) a.reset();
+        if (bw && !within(bw->value(), kBandwidthBounds, bandwidth.value_site, bandwidth.value)) bw.reset();
         if (!a || !bw) return std::nullopt;
         return AlphaBeta{*a, *bw};
     }

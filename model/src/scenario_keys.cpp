@@ -16,7 +16,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <array>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainsim::model {
@@ -67,7 +71,8 @@ std::vector<KeySpec> make_table() {
         key("model.preset", "string", "", "",
             "Preset id (models/<id>.yaml); inline keys written next to it override the preset's values"),
         key("model.hf_config", "path", "", "",
-            "Hugging Face config.json (llama, mistral, qwen2), relative to the scenario file; stands alone"),
+            "Hugging Face config.json (llama, mistral, qwen2), relative to the scenario file; stands alone but for "
+            "name and source"),
         key("model.name", "string", "", "custom", "Model name shown in reports"),
         key("model.source", "string", "", "", "Where the shape comes from (paper, config.json)"),
         required("model.layers", "int", "", "Transformer layers (inline form)"),
@@ -210,7 +215,7 @@ std::vector<KeySpec> make_table() {
         // --- pricing ---
         key("pricing", "section", "", "", "What the GPUs cost"),
         one_of("pricing.basis", spellings<PriceBasis>(2), "gpu_hour",
-               "What `rate` is charged for (machine_month: an 8-GPU machine)"),
+               "What `rate` is charged for (machine_month: one machine of cluster.gpus_per_node GPUs)"),
         key("pricing.rate", "number", "currency", "0",
             "List price per GPU-hour or per machine-month, a plain number (0: cost reported as 0)"),
         key("pricing.currency", "string", "", "USD", "Currency of `rate`"),
@@ -242,11 +247,66 @@ std::vector<KeySpec> make_table() {
     };
 }
 
+// The physical range of every number a scenario can write (issue #19): a value outside it is not
+// a plan anyone can run, and some (a NIC of 1e-9 Gbit/s, 1e8 gathers per layer) would make the
+// simulation take years or overflow its clock. Bounds are generous: the largest thing built or
+// announced, times a margin, so no real plan is refused. Written in each key's own syntax.
+struct Range {
+    std::string_view path, min, max, basis;
+};
+constexpr Range kRanges[] = {
+    {"model.layers", "1", "1024", "the deepest published dense decoders have ~130 layers"},
+    {"model.hidden", "1", "262144", "the widest published dense decoders have hidden ~25k"},
+    {"model.heads", "1", "16384", "published models have up to 128 query heads"},
+    {"model.kv_heads", "1", "16384", "at most the query heads"},
+    {"model.head_dim", "1", "16384", "published heads are 64-256 wide"},
+    {"model.ffn", "1", "1048576", "published FFN widths are up to ~100k"},
+    {"model.vocab", "1", "16777216", "published vocabularies are up to ~260k"},
+    {"training.tokens", "1", "1000T", "the largest published runs are ~15-40T tokens"},
+    {"training.seq_len", "1", "16777216", "published contexts reach 10M tokens"},
+    {"training.global_batch", "1", "16777216", "published global batches are up to ~16k sequences"},
+    {"training.micro_batch", "1", "65536", "at most the global batch, which is bounded likewise"},
+    {"parallel.tp", "1", "1024", "a tensor-parallel group lies within one NVLink domain (<= 576 GPUs)"},
+    {"parallel.pp", "1", "1024", "at most one stage per layer"},
+    {"parallel.vp", "1", "1024", "at most one chunk per layer"},
+    {"parallel.cp", "1", "16384", "context-parallel groups of published runs are up to 32"},
+    {"parallel.dp", "1", "1048576", "GPUs of the largest clusters (~200k)"},
+    {"parallel.recompute_layers", "1", "1024", "at most the layers"},
+    {"parallel.dp_bucket_params", "1M", "1T",
+     "Megatron's default bucket is 40M; below 1M the buckets are more collectives than a step has kernels"},
+    {"parallel.fsdp_gathers_per_layer", "1", "64", "one per tensor: a transformer layer has ~12 weight tensors"},
+    {"parallel.fsdp_reduce_scatters_per_layer", "1", "64", "one per tensor: a transformer layer has ~12"},
+    {"parallel.fsdp_prefetch_bucket_params", "0", "1T", "at most a whole model"},
+    {"parallel.fsdp_reuse_distance_params", "0", "1000T", "any distance beyond a model is unlimited"},
+    {"cluster.nodes", "1", "65536", "the largest clusters have ~25k 8-GPU nodes"},
+    {"cluster.gpus_per_node", "1", "576", "the largest announced NVLink domain (NVL576)"},
+    {"cluster.nics_per_node", "0", "64", "servers carry up to 8-16 NICs"},
+    {"cluster.nic_rate", "1 Gbit/s", "10 Tbit/s", "NICs on sale run at 1-800 Gbit/s (1.6 Tbit/s announced)"},
+    {"cluster.oversubscription", "1", "64", "fat trees are built at 1:1 to ~8:1"},
+    {"cluster.nodes_per_leaf", "1", "65536", "at most the nodes"},
+    {"pricing.rate", "0", "1000000000", "a GPU-hour or machine-month costs 0.1-1e6 in any currency"},
+    {"run.checkpoint_bandwidth", "1 MB/s", "10 TB/s", "a node writes to storage at ~0.1-100 GB/s"},
+    {"run.gpu_mtbf", "1 min", "1000000 h", "published GPU MTBFs are 10^4-10^5 h (Llama 3: 50677 h)"},
+    {"run.restart", "0 s", "30 d", "restarts take minutes to hours"},
+    {"run.checkpoint_interval", "1 s", "365 d", "checkpoints are written every minutes to hours"},
+};
+
+std::vector<KeySpec> with_ranges(std::vector<KeySpec> table) {
+    for (const Range& r : kRanges) {
+        auto k = std::find_if(table.begin(), table.end(), [&](const KeySpec& s) { return s.path == r.path; });
+        if (k == table.end()) throw std::logic_error(fmt::format("scenario_keys: range for unknown key '{}'", r.path));
+        k->range_min = r.min;
+        k->range_max = r.max;
+        k->range_basis = r.basis;
+    }
+    return table;
+}
+
 } // namespace
 
 const std::vector<KeySpec>& scenario_keys() {
     // Built once, never modified: a constant table, not a registry.
-    static const std::vector<KeySpec> table = make_table();
+    static const std::vector<KeySpec> table = with_ranges(make_table());
     return table;
 }
 

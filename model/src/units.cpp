@@ -4,6 +4,7 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <utility>
 
 namespace trainsim::model {
@@ -30,7 +31,16 @@ std::pair<double, std::string_view> split_number(std::string_view text, std::str
     if (ec != std::errc() || ptr == first) {
         throw UnitError(fmt::format("expected {} as '<number> <unit>', got '{}'", what, text));
     }
+    // from_chars reads "nan" and "inf"; neither is a quantity.
+    if (!std::isfinite(v)) throw UnitError(fmt::format("{} must be a finite number, got '{}'", what, text));
     return {v, trim(std::string_view(ptr, static_cast<std::size_t>(last - ptr)))};
+}
+
+// v * factor, refused when it overflows ("1e308 TB").
+double finite_product(double v, double factor, std::string_view what, std::string_view text) {
+    const double x = v * factor;
+    if (!std::isfinite(x)) throw UnitError(fmt::format("{} '{}' is too large to represent", what, text));
+    return x;
 }
 
 template <std::size_t N>
@@ -40,7 +50,7 @@ double with_unit(std::string_view text, std::string_view what, const std::array<
     for (const auto& u : units) {
         if (u.name == unit) {
             if (v < 0) throw UnitError(fmt::format("{} must not be negative, got '{}'", what, text));
-            return v * u.factor;
+            return finite_product(v, u.factor, what, text);
         }
         accepted += accepted.empty() ? "" : ", ";
         accepted += u.name;
@@ -111,7 +121,7 @@ double parse_count(std::string_view text) {
     for (const auto& u : kSuffixes) {
         if (u.name == suffix) {
             if (v < 0) throw UnitError(fmt::format("a count must not be negative, got '{}'", text));
-            return v * u.factor;
+            return finite_product(v, u.factor, "a count", text);
         }
     }
     throw UnitError(fmt::format("unknown suffix '{}' in count '{}' (use k, M, B or T)", suffix, text));
@@ -123,6 +133,12 @@ double parse_fraction(std::string_view text) {
     else if (!unit.empty()) throw UnitError(fmt::format("expected a fraction like '15%' or 0.15, got '{}'", text));
     if (v < 0 || v > 1) throw UnitError(fmt::format("a fraction must lie in [0, 1] (0%..100%), got '{}'", text));
     return v;
+}
+
+std::string Time::out_of_range_message(double s) {
+    return fmt::format("simulated time of {} s is outside what a step can take (|t| < {} s): an input "
+                       "rate or size is out of its physical range",
+                       s, kMaxSeconds);
 }
 
 std::string format_bytes(Bytes b) {

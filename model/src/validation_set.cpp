@@ -4,6 +4,8 @@
 #include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
 
+#include "input_support.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -82,12 +84,37 @@ std::optional<T> enum_value(const std::string& s, std::initializer_list<std::pai
     return std::nullopt;
 }
 
+// The upper bound of an integer column and where it comes from: the physical range of the
+// scenario key the column fills (scenario_keys.cpp), so that a row cannot ask for what a scenario
+// may not (a 1e8-layer model).
+std::optional<std::pair<double, std::string>> column_range(std::string_view column) {
+    static const std::map<std::string_view, std::string_view> kKeyOf{
+        {"layers", "model.layers"},         {"hidden", "model.hidden"},     {"heads", "model.heads"},
+        {"kv_heads", "model.kv_heads"},     {"ffn", "model.ffn"},           {"vocab", "model.vocab"},
+        {"seq_len", "training.seq_len"},    {"global_batch", "training.global_batch"},
+        {"micro_batch", "training.micro_batch"}, {"num_gpus", "parallel.dp"}, {"tp", "parallel.tp"},
+        {"pp", "parallel.pp"},              {"vp", "parallel.vp"},          {"cp", "parallel.cp"},
+        {"dp", "parallel.dp"}};
+    const auto key = kKeyOf.find(column);
+    if (key == kKeyOf.end()) return std::nullopt;
+    for (const auto& k : scenario_keys())
+        if (k.path == key->second && !k.range_max.empty())
+            return std::pair{std::stod(k.range_max), k.range_basis};
+    return std::nullopt;
+}
+
 } // namespace
 
 std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file, const std::filesystem::path& data_dir) {
-    std::ifstream in(file);
     const std::string fname = file.string();
-    if (!in) throw ScenarioError({Diagnostic{fname, 0, 0, "", "cannot open the validation file"}});
+    std::istringstream in;
+    {
+        detail::Diags read_problems;
+        // Validation files are larger than scenarios (a 100k-row file is ~30 MiB) but bounded too.
+        auto text = detail::read_text(file, detail::Site{fname, 0, 0, ""}, read_problems, std::size_t{256} << 20);
+        if (!text) throw ScenarioError(std::move(read_problems));
+        in.str(std::move(*text));
+    }
     std::vector<std::string> header;
     int line = 1;
     if (!read_record(in, header, line)) throw ScenarioError({Diagnostic{fname, 1, 1, "", "the file is empty"}});
@@ -136,6 +163,12 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             if (!v) return fallback;
             if (*v != std::floor(*v) || *v > 1e9) {
                 diags.push_back({fname, start, column_of(k), k, fmt::format("'{}' is not a whole number", cell(k))});
+                return fallback;
+            }
+            if (const auto r = column_range(k); r && *v > r->first) {
+                diags.push_back({fname, start, column_of(k), k,
+                                 fmt::format("'{}' is outside the physical range of {}: at most {} ({})", cell(k),
+                                             k, r->first, r->second)});
                 return fallback;
             }
             return static_cast<int>(*v);

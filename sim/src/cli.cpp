@@ -91,17 +91,43 @@ void add_common(CLI::App* cmd, Common& c) {
     cmd->add_flag("--all-ranks", c.all_ranks, "simulate every rank instead of one per pipeline stage (slower, same result)");
 }
 
+// A progress bar on standard error: "[####    ]  40% 400/1000 plans", redrawn per percent.
+std::function<void(std::size_t, std::size_t)> progress_bar(std::string what) {
+    return [last = -1, what = std::move(what)](std::size_t done, std::size_t total) mutable {
+        const int pct = total == 0 ? 100 : static_cast<int>(100 * done / total);
+        if (pct == last) return;
+        last = pct;
+        const int w = 40, fill = pct * w / 100;
+        std::cerr << fmt::format("\r[{:<{}}] {:3d}% {}/{} {}", std::string(static_cast<std::size_t>(fill), '#'), w, pct,
+                                 done, total, what)
+                  << std::flush;
+        if (done == total) std::cerr << "\n";
+    };
+}
+
+// Long runs (many plans or rows) show a bar when standard error is a terminal.
+constexpr std::size_t kProgressFrom = 50;
+
+// --profile replaces the GPU of every plan: said, so that a scenario comparing GPUs is not
+// silently turned into one GPU compared with itself.
+void note_profile_override(const std::string& profile, std::size_t plans) {
+    std::cerr << fmt::format("trainsim: note: --profile {} replaces the GPU (cluster.gpu) of {}\n", profile,
+                             plans == 1 ? std::string("the plan") : fmt::format("all {} plans", plans));
+}
+
 model::Scenario load(const Common& c) {
     model::LoadOptions opts;
     opts.data_dir = data_dir(c.data_dir);
     if (!c.profile.empty()) opts.profile_override = fs::path(c.profile);
     auto sc = model::load_scenario(c.file, opts);
     for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
+    if (!c.profile.empty()) note_profile_override(c.profile, sc.plans.size());
     return sc;
 }
 
 void print_results(const Common& c, const model::Scenario& scenario, const std::vector<PlanResult>& results,
                    bool side_by_side) {
+    if (c.trace == "-") return; // stdout carries the trace
     if (c.json) {
         std::cout << results_json(results).dump(2) << "\n";
         return;
@@ -127,8 +153,9 @@ void write_trace(const Common& c, const model::Plan& plan, RunEstimate& e, const
         return;
     }
     const auto graph = model::build_workload(plan);
-    write_file_atomically(path, "--trace",
-                          [&](std::ostream& os) { write_chrome_trace(os, plan, graph, *e.step, c.file); });
+    const std::string note = write_file_atomically(
+        path, "--trace", [&](std::ostream& os) { write_chrome_trace(os, plan, graph, *e.step, c.file); });
+    if (!note.empty()) std::cerr << "trainsim: " << note << "\n";
     std::cerr << fmt::format("trainsim: trace of '{}' ({} ops on {} ranks) written to {}\n", plan.name,
                              e.step->trace.size(), e.step->simulated_ranks, path.string());
     e.step->trace = {};  // a large plan's trace need not stay in memory
@@ -138,10 +165,19 @@ std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& s
     ExecOptions opt;
     opt.all_ranks = c.all_ranks;
     opt.record_trace = !c.trace.empty();
+    if (c.trace == "-" && scenario.plans.size() > 1)
+        throw model::InputError("--trace", {model::Diagnostic{c.file, 0, 0, "--trace",
+                                                              fmt::format("'-' (stdout) takes one trace, and the scenario "
+                                                                          "has {} plans: give a file name",
+                                                                          scenario.plans.size())}});
     std::vector<PlanResult> results;
     all_fit = true;
     const auto em = load_error_model(data_dir(c.data_dir));
+    auto progress = scenario.plans.size() >= kProgressFrom && isatty(STDERR_FILENO) != 0
+                        ? progress_bar("plans")
+                        : std::function<void(std::size_t, std::size_t)>();
     for (std::size_t i = 0; i < scenario.plans.size(); ++i) {
+        if (progress) progress(i, scenario.plans.size());
         const auto& plan = scenario.plans[i];
         results.push_back({&plan, estimate_plan(plan, opt)});
         attach_band(results.back().estimate, plan, em);
@@ -149,6 +185,7 @@ std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& s
         if (opt.record_trace)
             write_trace(c, plan, results.back().estimate, trace_path(c.trace, i, scenario.plans.size()));
     }
+    if (progress) progress(scenario.plans.size(), scenario.plans.size());
     return results;
 }
 
@@ -179,25 +216,36 @@ int run_report(const Common& c, const ReportArgs& a) {
         scaling = data_parallel_scaling(plans, a.scaling_gpus);
     }
     const std::string page = html_report(scenario.title, c.file, results, scaling);
-    write_file_atomically(a.html, "--html", [&](std::ostream& os) { os << page; });
-    print_results(c, scenario, results, true);
+    const std::string note = write_file_atomically(a.html, "--html", [&](std::ostream& os) { os << page; });
+    if (!note.empty()) std::cerr << "trainsim: " << note << "\n";
+    if (a.html != "-") print_results(c, scenario, results, true); // else stdout carries the page
     return all_fit ? kExitOk : kExitDoesNotFit;
+}
+
+// What a key accepts beyond its type: an enum's values, a number's physical range.
+std::string accepted_values(const model::KeySpec& k) {
+    if (!k.allowed.empty()) return fmt::format("one of: {}", fmt::join(k.allowed, ", "));
+    if (k.range_min.empty() && k.range_max.empty()) return {};
+    return fmt::format("range {} to {} ({})", k.range_min.empty() ? "-" : k.range_min,
+                       k.range_max.empty() ? "-" : k.range_max, k.range_basis);
 }
 
 int print_keys(bool markdown) {
     const auto& keys = model::scenario_keys();
     if (markdown) {
-        std::cout << "| key | type | unit | default | description |\n|---|---|---|---|---|\n";
+        std::cout << "| key | type | unit | default | accepts | description |\n|---|---|---|---|---|---|\n";
         for (const auto& k : keys)
-            std::cout << fmt::format("| `{}` | {} | {} | {} | {} |\n", k.path, k.type, k.unit, k.default_value,
-                                     k.description);
+            std::cout << fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", k.path, k.type, k.unit, k.default_value,
+                                     accepted_values(k), k.description);
         return kExitOk;
     }
     std::size_t w = 0;
     for (const auto& k : keys) w = std::max(w, k.path.size());
     for (const auto& k : keys) {
-        std::cout << fmt::format("{:<{}}  {:<9} {:<8} default {:<10} {}\n", k.path, w, k.type, k.unit,
-                                 k.default_value.empty() ? "-" : k.default_value, k.description);
+        const std::string accepts = accepted_values(k);
+        std::cout << fmt::format("{:<{}}  {:<9} {:<8} default {:<10} {}{}\n", k.path, w, k.type, k.unit,
+                                 k.default_value.empty() ? "-" : k.default_value, k.description,
+                                 accepts.empty() ? "" : " [" + accepts + "]");
     }
     return kExitOk;
 }
@@ -307,12 +355,24 @@ int run_collective(const CollectiveArgs& a) {
     if (!op) problem("--op", fmt::format("unknown collective '{}' (all_reduce, all_gather, reduce_scatter, "
                                          "all_to_all, send_recv)", a.op));
     Bytes bytes;
+    // The largest buffer one GPU can hold is its memory (at most 288 GB today): 1 TiB bounds it.
+    constexpr double kMaxCollectiveBytes = model::kTiB;
     try {
         bytes = model::parse_bytes(a.size);
         if (!(bytes.value() > 0)) problem("--size", "must be positive");
+        if (bytes.value() > kMaxCollectiveBytes)
+            problem("--size", fmt::format("'{}' is more than a GPU holds (at most 1 TiB)", a.size));
     } catch (const model::UnitError& e) {
         problem("--size", e.what());
     }
+    // Options that stand for scenario keys get the keys' checks (type, unit, physical range).
+    auto check_as_key = [&](const std::string& option, const std::string& key, const std::string& value) {
+        for (const auto& m : model::check_key_value(key, value)) problem(option, m);
+    };
+    if (!a.nic_rate.empty()) check_as_key("--nic-rate", "cluster.nic_rate", a.nic_rate);
+    if (a.gpus_per_node > 0) check_as_key("--gpus-per-node", "cluster.gpus_per_node", std::to_string(a.gpus_per_node));
+    if (a.nics_per_node >= 0) check_as_key("--nics-per-node", "cluster.nics_per_node", std::to_string(a.nics_per_node));
+    if (!bad.empty()) throw NetworkError(std::move(bad));
     model::Cluster cluster;
     cluster.gpu = a.gpu;
     cluster.gpus_per_node = a.gpus_per_node > 0 ? a.gpus_per_node : hw.default_gpus_per_node;
@@ -390,6 +450,7 @@ int run_collective(const CollectiveArgs& a) {
 
 struct PlanArgs {
     std::string file;
+    std::string memory_headroom; // a fraction ("5%"); empty: kMemoryHeadroomFraction
     std::string data_dir;
     std::string profile;
     std::string model;
@@ -438,6 +499,11 @@ model::Plan plan_base(const PlanArgs& a) {
             plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
         auto sc = model::load_scenario(a.file, opts);
         for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
+        if (!a.profile.empty()) note_profile_override(a.profile, sc.plans.size());
+        if (sc.plans.size() > 1)
+            std::cerr << fmt::format("trainsim: note: {} has {} plans; plan searches around the first, '{}' (its "
+                                     "model, training, precision, cluster and pricing)\n",
+                                     a.file, sc.plans.size(), sc.plans.front().name);
         return sc.plans.front();
     }
     if (a.model.empty() || a.gpu.empty() || a.tokens.empty() || a.gpus.empty())
@@ -464,6 +530,21 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::vector<std
     }
 }
 
+// plan --csv: what a reader looks at first leads (rank, name, GPUs and layout, then README's
+// contract figures); the other columns follow in their JSON (alphabetical) order.
+void order_csv_columns(std::vector<std::pair<std::string, std::string>>& cells) {
+    static const std::vector<std::string> kLead{
+        "rank", "recommended", "tied_with_best", "name", "num_gpus", "tp", "pp", "vp", "cp", "dp",
+        "sequence_parallel", "sharding", "recompute", "micro_batch", "grad_accum", "fits", "memory_per_gpu_gib",
+        "days_to_train", "days_to_train_p10", "days_to_train_p90", "expected_days", "gpu_hours", "cost",
+        "cost_p10", "cost_p90", "expected_cost", "currency", "tokens_per_s_per_gpu", "mfu", "step_time_s"};
+    auto lead = [&](const std::string& k) {
+        const auto it = std::find(kLead.begin(), kLead.end(), k);
+        return it == kLead.end() ? kLead.size() : static_cast<std::size_t>(it - kLead.begin());
+    };
+    std::stable_sort(cells.begin(), cells.end(), [&](const auto& a, const auto& b) { return lead(a.first) < lead(b.first); });
+}
+
 std::string csv_cell(const std::string& v) {
     if (v.find_first_of(",\"\n") == std::string::npos) return v;
     std::string s = "\"";
@@ -474,10 +555,21 @@ std::string csv_cell(const std::string& v) {
 int run_plan_search(const PlanArgs& a) {
     if (a.json && a.csv) plan_arg_error("--csv", "--json and --csv are exclusive");
     if (a.top < 1) plan_arg_error("--top", "must be at least 1");
+    if (a.max_micro_batch < 1) plan_arg_error("--max-micro-batch", "must be at least 1");
+    double memory_headroom = kMemoryHeadroomFraction;
+    if (!a.memory_headroom.empty()) {
+        try {
+            memory_headroom = model::parse_fraction(a.memory_headroom);
+        } catch (const model::UnitError& e) {
+            plan_arg_error("--memory-headroom", e.what());
+        }
+        if (memory_headroom >= 0.5) plan_arg_error("--memory-headroom", "must be below 50% of the HBM");
+    }
     model::Plan base = plan_base(a);
     SearchOptions o;
     o.space.gpu_counts = a.gpus;
     o.space.max_micro_batch = a.max_micro_batch;
+    o.memory_headroom = memory_headroom;
     o.space.try_without_sp = a.try_without_sp;
     o.top = static_cast<std::size_t>(a.top);
     o.threads = a.threads;
@@ -501,38 +593,39 @@ int run_plan_search(const PlanArgs& a) {
     else if (a.days == "expected") o.basis = DaysBasis::expected;
     else plan_arg_error("--days", fmt::format("unknown days '{}' (steady, expected)", a.days));
     auto& run = base.run;  // every searched plan copies the base plan's run settings
+    // The run options stand for scenario keys and get their checks (unit, finite, physical range).
+    auto check_as_key = [](const std::string& option, const std::string& key, const std::string& value) {
+        for (const auto& m : model::check_key_value(key, value)) plan_arg_error(option, m);
+    };
     if (a.checkpoint_bandwidth) {
-        try {
-            run.checkpoint_bandwidth_per_node = model::parse_bandwidth(*a.checkpoint_bandwidth);
-        } catch (const model::UnitError& e) {
-            plan_arg_error("--checkpoint-bandwidth", e.what());
-        }
-        if (!(run.checkpoint_bandwidth_per_node.value() > 0))
-            plan_arg_error("--checkpoint-bandwidth", "must be positive");
+        check_as_key("--checkpoint-bandwidth", "run.checkpoint_bandwidth", *a.checkpoint_bandwidth);
+        run.checkpoint_bandwidth_per_node = model::parse_bandwidth(*a.checkpoint_bandwidth);
     }
     if (a.gpu_mtbf_hours) {
+        check_as_key("--gpu-mtbf-hours", "run.gpu_mtbf", fmt::format("{} h", *a.gpu_mtbf_hours));
         if (!(*a.gpu_mtbf_hours > 0)) plan_arg_error("--gpu-mtbf-hours", "must be positive");
         run.gpu_mtbf_hours = *a.gpu_mtbf_hours;
     }
     if (a.restart_minutes) {
-        if (!(*a.restart_minutes >= 0)) plan_arg_error("--restart-minutes", "must be >= 0");
+        check_as_key("--restart-minutes", "run.restart", fmt::format("{} min", *a.restart_minutes));
         run.restart_s = *a.restart_minutes * 60.0;
     }
 
     const bool bar = !a.quiet && isatty(STDERR_FILENO) != 0;
-    if (bar) {
-        o.progress = [last = -1](std::size_t done, std::size_t total) mutable {
-            const int pct = total == 0 ? 100 : static_cast<int>(100 * done / total);
-            if (pct == last) return;
-            last = pct;
-            const int w = 40, fill = pct * w / 100;
-            std::cerr << fmt::format("\r[{:<{}}] {:3d}% {}/{} plans", std::string(static_cast<std::size_t>(fill), '#'),
-                                     w, pct, done, total)
-                      << std::flush;
-        };
-    }
+    if (bar) o.progress = progress_bar("plans");
     auto res = search_plans(base, o);
-    if (bar) std::cerr << "\n";
+    const auto folded = fold_equivalent_plans(res.plans);
+    std::size_t folded_count = 0;
+    for (const auto& f : folded) folded_count += f.size();
+    // Nothing to rank because no layout exists (not because none fits): a request error.
+    if (res.plans.empty() && res.stats.enumerated == res.stats.invalid)
+        plan_arg_error("--gpus",
+                       fmt::format("no valid layout of {} GPU(s) exists for {}: tensor parallelism must divide the GPUs of "
+                                   "a node ({}) and the {} heads, pipeline stages the {} layers, and data parallelism the "
+                                   "global batch of {}; try a GPU count that fills whole {}-GPU nodes",
+                                   fmt::join(a.gpus, ","), base.model.name, base.cluster.gpus_per_node,
+                                   base.model.heads, base.model.layers, base.training.global_batch,
+                                   base.hardware.default_gpus_per_node));
     const auto em = load_error_model(data_dir(a.data_dir));
     for (auto& r : res.plans) attach_band(r.estimate, r.plan, em);
     const bool expected_basis = o.basis == DaysBasis::expected;
@@ -591,6 +684,7 @@ int run_plan_search(const PlanArgs& a) {
             pj["rank"] = i + 1;
             pj["tied_with_best"] = static_cast<bool>(tied[i]);
             pj["recommended"] = i == recommended;
+            pj["equivalent_plans"] = folded[i];
             arr.push_back(std::move(pj));
         }
         if (a.json) {
@@ -605,6 +699,7 @@ int run_plan_search(const PlanArgs& a) {
                                {"pruned_critical_path", s.pruned_critical_path},
                                {"simulated", s.simulated},
                                {"filtered", s.filtered},
+                               {"folded_equivalent", folded_count},
                                {"seconds", s.seconds},
                                {"rank", o.rank == RankBy::days ? "days" : "cost"},
                                {"rank_p90", rank_p90},
@@ -618,6 +713,7 @@ int run_plan_search(const PlanArgs& a) {
             for (const auto& pj : arr) {
                 std::vector<std::pair<std::string, std::string>> cells;
                 flatten(pj, "", cells);
+                order_csv_columns(cells);
                 if (first) {
                     for (std::size_t i = 0; i < cells.size(); ++i) std::cout << (i ? "," : "") << csv_cell(cells[i].first);
                     std::cout << "\n";
@@ -634,9 +730,11 @@ int run_plan_search(const PlanArgs& a) {
     std::cout << fmt::format("{} on {} ({}), {:.3g} tokens, global batch {} x {} tokens\n", base.model.name,
                              base.hardware.name, model::to_string(base.precision), base.training.tokens,
                              base.training.global_batch, base.training.seq_len);
-    std::cout << fmt::format("searched {} layouts in {:.1f} s: {} invalid, {} do not fit, {} dominated recompute, "
-                             "{} pruned by the stream bound, {} by the critical path, {} simulated{}\n",
-                             s.enumerated, s.seconds, s.invalid, s.does_not_fit, s.pruned_dominated, s.pruned_bound,
+    std::cout << fmt::format("searched {} layouts in {:.1f} s: {} invalid, {} do not fit (leaving {:.0f}% of HBM free), "
+                             "{} dominated recompute, {} pruned by the stream bound, {} by the critical path, {} "
+                             "simulated{}\n",
+                             s.enumerated, s.seconds, s.invalid, s.does_not_fit, 100 * o.memory_headroom,
+                             s.pruned_dominated, s.pruned_bound,
                              s.pruned_critical_path, s.simulated,
                              s.filtered ? fmt::format(", {} over the deadline/budget", s.filtered) : "");
     const bool expected = o.basis == DaysBasis::expected;
@@ -659,6 +757,14 @@ int run_plan_search(const PlanArgs& a) {
                                  100 * e.mfu, model::to_gib(e.memory.total()));
     }
     std::cout << "\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n";
+    if (folded_count > 0) {
+        std::cout << fmt::format("{} equivalent plan(s) folded into their simplest twin (same layout but for the sharding, "
+                                 "same step time, memory and cost):\n",
+                                 folded_count);
+        for (std::size_t i = 0; i < folded.size(); ++i)
+            if (!folded[i].empty())
+                std::cout << fmt::format("  #{} stands for {}\n", i + 1, fmt::join(folded[i], "; "));
+    }
     if (!why_recommended.empty()) std::cout << "recommended: " << why_recommended << "\n";
     std::cout << "\nbest plan:\n" << format_plan(res.plans.front().plan, res.plans.front().estimate);
     const auto& rt = res.plans.front().estimate.run;
@@ -767,6 +873,8 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--deadline-days", plan_args.deadline_days, "cheapest plan that trains in at most this many days");
     plan_cmd->add_option("--budget", plan_args.budget, "fastest plan that costs at most this much");
     plan_cmd->add_option("--max-micro-batch", plan_args.max_micro_batch, "largest micro-batch tried (default 8)");
+    plan_cmd->add_option("--memory-headroom", plan_args.memory_headroom,
+                         "HBM a plan must leave free against allocator fragmentation, e.g. 5% (default 5%)");
     plan_cmd->add_flag("--try-without-sp", plan_args.try_without_sp, "also try tp > 1 without sequence parallelism");
     plan_cmd->add_flag("--no-prune", plan_args.no_prune, "simulate every plan that fits (no dominance / bound pruning)");
     plan_cmd->add_option("--threads", plan_args.threads, "worker threads (default: all cores)");
@@ -787,6 +895,18 @@ int run_cli(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
+        // A first word that is not an option and names no command: say so, with the closest one
+        // (CLI11 alone says "A subcommand is required").
+        if (argc > 1 && argv[1][0] != '-') {
+            std::vector<std::string> names;
+            for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+                names.push_back(sub->get_name());
+            if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+                std::cerr << fmt::format("trainsim: unknown command '{}'{} (one of: {}); see trainsim --help\n",
+                                         argv[1], model::did_you_mean(argv[1], names), fmt::join(names, ", "));
+                return kExitBadInput;
+            }
+        }
         const int rc = app.exit(e);
         return rc == 0 ? kExitOk : kExitBadInput;
     }
@@ -813,7 +933,9 @@ int run_cli(int argc, char** argv) {
         if (em_out.empty())
             std::cout << table;
         else
-            write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
+            if (const auto note = write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
+                !note.empty())
+                std::cerr << "trainsim: " << note << "\n";
         return kExitOk;
     }
     if (*val) {
@@ -855,7 +977,9 @@ int run_cli(int argc, char** argv) {
         }
         const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
         const auto em = load_error_model(data_dir(val_data));
-        const auto rep = validate_rows(rows, val_kind, threads, em ? &*em : nullptr);
+        const bool bar = rows.size() >= kProgressFrom && isatty(STDERR_FILENO) != 0;
+        const auto rep =
+            validate_rows(rows, val_kind, threads, em ? &*em : nullptr, bar ? progress_bar("rows") : nullptr);
         if (val_json) std::cout << report_json(rep).dump(2) << "\n";
         else std::cout << report_text(rep, val_verbose);
         if (rep.overall.n == 0) {

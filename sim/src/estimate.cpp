@@ -10,9 +10,9 @@
 
 namespace trainsim::sim {
 
-double price_per_gpu_hour(const model::Pricing& pricing) {
+double price_per_gpu_hour(const model::Pricing& pricing, int gpus_per_machine) {
     double rate = pricing.rate;
-    if (pricing.basis == model::PriceBasis::machine_month) rate /= (kGpusPerMachine * kHoursPerMonth);
+    if (pricing.basis == model::PriceBasis::machine_month) rate /= (gpus_per_machine * kHoursPerMonth);
     if (auto it = pricing.discounts.find(pricing.commitment); it != pricing.discounts.end()) rate *= 1.0 - it->second;
     return rate;
 }
@@ -41,10 +41,11 @@ RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const
     e.memory = model::peak_memory(plan);
     e.capacity = plan.hardware.hbm_capacity;
     e.fits = e.memory.total() <= e.capacity;
+    e.memory_tight = e.fits && e.memory.total() > e.capacity * (1.0 - kMemoryHeadroomFraction);
     e.model_flops_per_token_causal = model::model_flops_per_token(plan.model, plan.training.seq_len, true);
     e.model_flops_per_token_noncausal = model::model_flops_per_token(plan.model, plan.training.seq_len, false);
     e.peak_tflops = plan.hardware.dense_peak.at(plan.precision).value() / 1e12;
-    e.price_per_gpu_hour = price_per_gpu_hour(plan.pricing);
+    e.price_per_gpu_hour = price_per_gpu_hour(plan.pricing, plan.cluster.gpus_per_node);
     e.tokens_per_step = static_cast<double>(plan.training.global_batch) * plan.training.seq_len;
     if (!e.fits && !simulate_even_if_too_big) return e;
 

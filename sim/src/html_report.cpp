@@ -501,7 +501,7 @@ std::string memory_chart(const std::vector<PlanResult>& results) {
              {m.weights, m.gradients, m.optimizer, m.activations, m.fp8_buffers, m.workspace, m.reserved})
             row.values.push_back(to_gib(b));
         row.marker = to_gib(r.estimate.capacity);
-        row.value_text = fmt::format("{:.1f} / {:.0f} GiB", to_gib(m.total()), to_gib(r.estimate.capacity));
+        row.value_text = fmt::format("{:.1f} / {:.1f} GiB", to_gib(m.total()), to_gib(r.estimate.capacity));
         if (!r.estimate.fits) row.note = "does not fit";
         rows.push_back(row);
     }

@@ -59,7 +59,7 @@ Metrics metrics_lower_bound(const model::Plan& p, double step_s, const SearchOpt
     const double days = p.training.tokens / tokens_per_step * step_s / 86400.0;
     const double factor = o.basis == DaysBasis::expected ? run_time(p, 1.0, p.run).overhead_factor : 1.0;
     const double shave = 1.0 - 1e-12;
-    return {days * factor * shave, days * 24.0 * p.num_gpus() * price_per_gpu_hour(p.pricing) * factor * shave};
+    return {days * factor * shave, days * 24.0 * p.num_gpus() * price_per_gpu_hour(p.pricing, p.cluster.gpus_per_node) * factor * shave};
 }
 
 // The ranking key: (primary, secondary) metric; ties are broken by enumeration index.
@@ -413,7 +413,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
             fits[i] = 1;
             return;
         }
-        fits[i] = model::peak_memory(all[i]).total() <= all[i].hardware.hbm_capacity ? 2 : 0;
+        fits[i] = model::peak_memory(all[i]).total() <= all[i].hardware.hbm_capacity * (1.0 - opt.memory_headroom) ? 2 : 0;
     });
     auto same_layout_but_recompute = [&](const model::Plan& a, const model::Plan& b) {
         const auto& x = a.parallel;
@@ -430,7 +430,8 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         if (fits[i] != 2 || p.parallel.recompute != model::Recompute::full || p.parallel.recompute_layers != 0) return;
         for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(p, all[j]);)
             if (all[j].parallel.recompute == model::Recompute::none && fits[j] == 2) return;
-        p.parallel.recompute_layers = model::fewest_recompute_layers(p);
+        p.parallel.recompute_layers =
+            model::fewest_recompute_layers(p, p.hardware.hbm_capacity * (1.0 - opt.memory_headroom));
         if (p.parallel.recompute_layers > 0) p.name = search_name(p);
     });
     std::vector<std::size_t> cand;
@@ -572,6 +573,45 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     }
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
+}
+
+std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPlan>& plans) {
+    auto simplicity = [](model::Sharding s) {
+        using S = model::Sharding;
+        constexpr std::array<S, 7> kOrder{S::none, S::zero1, S::dist_opt, S::zero2, S::fsdp, S::hsdp, S::zero3};
+        return std::find(kOrder.begin(), kOrder.end(), s) - kOrder.begin();
+    };
+    auto twins = [](const RankedPlan& a, const RankedPlan& b) {
+        model::Parallel x = a.plan.parallel, y = b.plan.parallel;
+        x.sharding = y.sharding; // everything else must match
+        const auto& e = a.estimate;
+        const auto& f = b.estimate;
+        return a.plan.num_gpus() == b.plan.num_gpus() && a.plan.cluster.gpus_per_node == b.plan.cluster.gpus_per_node &&
+               a.plan.training.micro_batch == b.plan.training.micro_batch && x.tp == y.tp && x.pp == y.pp &&
+               x.vp == y.vp && x.cp == y.cp && x.dp == y.dp && x.sequence_parallel == y.sequence_parallel &&
+               x.recompute == y.recompute && x.recompute_layers == y.recompute_layers &&
+               e.step_time_s == f.step_time_s && e.memory.total() == f.memory.total() && e.cost == f.cost &&
+               e.expected_days == f.expected_days;
+    };
+    std::vector<RankedPlan> kept;
+    std::vector<std::vector<std::string>> folded;
+    for (auto& p : plans) {
+        auto k = std::find_if(kept.begin(), kept.end(), [&](const RankedPlan& q) { return twins(q, p); });
+        if (k == kept.end()) {
+            kept.push_back(std::move(p));
+            folded.emplace_back();
+            continue;
+        }
+        auto& names = folded[static_cast<std::size_t>(k - kept.begin())];
+        if (simplicity(p.plan.parallel.sharding) < simplicity(k->plan.parallel.sharding)) {
+            names.push_back(k->plan.name);
+            *k = std::move(p);
+        } else {
+            names.push_back(p.plan.name);
+        }
+    }
+    plans = std::move(kept);
+    return folded;
 }
 
 std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up) {

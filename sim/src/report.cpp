@@ -61,6 +61,8 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
     const auto& p = plan.parallel;
     json j{{"name", e.name},
            {"fits", e.fits},
+           {"memory_tight", e.memory_tight},
+           {"memory_free_gib", to_gib(e.capacity - e.memory.total())},
            {"memory_per_gpu_gib", to_gib(e.memory.total())},
            {"memory", memory_json(e.memory, e.capacity)},
            {"currency", e.currency},
@@ -179,7 +181,12 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
         s += "  framework: none written: a well-tuned Megatron-Core stack is assumed (parallel.framework)\n";
     const auto& m = e.memory;
     s += fmt::format("  memory per GPU (stage {}): {:.1f} GiB of {:.1f} GiB{}\n", m.stage, to_gib(m.total()),
-                     to_gib(e.capacity), e.fits ? "" : "  ** DOES NOT FIT **");
+                     to_gib(e.capacity),
+                     !e.fits           ? "  ** DOES NOT FIT **"
+                     : e.memory_tight ? fmt::format("  (tight: {:.1f} GiB free, less than the {:.0f}% an allocator "
+                                                     "needs against fragmentation)",
+                                                     to_gib(e.capacity - m.total()), 100 * kMemoryHeadroomFraction)
+                                       : std::string());
     s += fmt::format("    weights {:.1f} | grads {:.1f} | optimizer {:.1f} | activations {:.1f} ({} in flight) | "
                      "fp8 {:.1f} | workspace {:.2f} | reserved {:.1f} GiB\n",
                      to_gib(m.weights), to_gib(m.gradients), to_gib(m.optimizer), to_gib(m.activations),
@@ -242,7 +249,8 @@ std::string format_comparison(const std::vector<PlanResult>& results) {
     row("precision", [](const model::Plan& p, const RunEstimate&) { return model::to_string(p.precision); });
     row("layout", [](const model::Plan& p, const RunEstimate&) { return layout(p); });
     row("memory/GPU", [](const model::Plan&, const RunEstimate& e) {
-        return fmt::format("{:.1f}/{:.0f} GiB{}", to_gib(e.memory.total()), to_gib(e.capacity), e.fits ? "" : " NO FIT");
+        return fmt::format("{:.1f}/{:.1f} GiB{}", to_gib(e.memory.total()), to_gib(e.capacity),
+                           !e.fits ? " NO FIT" : e.memory_tight ? " tight" : "");
     });
     row("step time", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.3f} s", e.step_time_s) : std::string("-"); });
     row("tokens/s/GPU", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.0f}", e.tokens_per_s_per_gpu) : std::string("-"); });

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <mutex>
 #include <thread>
 
 namespace trainsim::sim {
@@ -196,10 +197,10 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
 }
 
 ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind, unsigned threads,
-                               const ErrorModel* bands) {
+                               const ErrorModel* bands, const std::function<void(std::size_t, std::size_t)>& progress) {
     ValidationReport rep;
     rep.rows.resize(rows.size());
-    parallel_for(rows.size(), threads, [&](std::size_t i) {
+    auto one_row = [&](std::size_t i) {
         const auto& row = rows[i];
         RowResult& r = rep.rows[i];
         r.id = row.id;
@@ -275,6 +276,14 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         } else {
             r.status = "ok";
         }
+    };
+    std::mutex progress_mu;
+    std::size_t done = 0;
+    parallel_for(rows.size(), threads, [&](std::size_t i) {
+        one_row(i);
+        if (!progress) return;
+        std::lock_guard lock(progress_mu);
+        progress(++done, rows.size());
     });
 
     std::vector<double> all;

@@ -58,7 +58,20 @@ struct KeySpec {
     bool required = false;
     // For type "enum": the accepted spellings, in enumerator order.
     std::vector<std::string> allowed;
+    // For numbers (int, count, number, bandwidth, duration): the physical range a written value
+    // must lie in, as values of the key's own type ("1 Gbit/s", "10 Tbit/s"; empty: that side is
+    // open), and where the bounds come from. A value outside is an input error at its line.
+    std::string range_min, range_max, range_basis;
 };
 [[nodiscard]] const std::vector<KeySpec>& scenario_keys();
+
+// The problems of `text` written as the value of the plan key `key` ("cluster.nic_rate",
+// "1e-9 Gbit/s"), read exactly as a scenario's value would be (type, unit, physical range);
+// empty when it is fine. For command-line options that stand for a scenario key.
+[[nodiscard]] std::vector<std::string> check_key_value(const std::string& key, const std::string& text);
+
+// " (did you mean 'x'?)" for the candidate within typo distance of `word`, else empty: the hint
+// every reader gives, for the command line too.
+[[nodiscard]] std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
 } // namespace trainsim::model

@@ -6,6 +6,8 @@
 #include "trainsim/model/scenario.hpp"
 #include "trainsim/model/units.hpp"
 
+#include <optional>
+
 namespace trainsim::model {
 
 struct ActivationOptions {
@@ -70,6 +72,7 @@ struct MemoryBreakdown {
 // The fewest layers per model chunk that block recompute must recompute for `plan` (taken with
 // recompute: full) to fit in HBM: 1..chunk-1, or 0 (every layer) when only full recompute of
 // every layer fits or nothing fits.
-[[nodiscard]] int fewest_recompute_layers(const Plan& plan);
+// `capacity`: the memory the plan may use (the HBM less a headroom); the HBM when absent.
+[[nodiscard]] int fewest_recompute_layers(const Plan& plan, std::optional<Bytes> capacity = std::nullopt);
 
 } // namespace trainsim::model

@@ -70,8 +70,14 @@ public:
     [[nodiscard]] static constexpr Time ps(std::int64_t v) { return Time(v); }
     [[nodiscard]] static constexpr Time ns(double v) { return from_seconds(v * 1e-9); }
     [[nodiscard]] static constexpr Time us(double v) { return from_seconds(v * 1e-6); }
-    // Rounds to the nearest picosecond. Precondition: |s| < ~1e6 s (int64 range).
+    // The longest span a Time holds: int64 picoseconds reach 9.22e6 s (106 days); one simulated
+    // step is far shorter. Inputs are range-checked where they are read (scenario_keys.cpp,
+    // profile_io.cpp), so a value outside this is a bug upstream, reported instead of the
+    // undefined double -> int64 cast.
+    static constexpr double kMaxSeconds = 9.2e6;
+    // Rounds to the nearest picosecond. Throws std::overflow_error when |s| >= kMaxSeconds or s is NaN.
     [[nodiscard]] static constexpr Time from_seconds(double s) {
+        if (!(s < kMaxSeconds && s > -kMaxSeconds)) throw std::overflow_error(out_of_range_message(s));
         return Time(static_cast<std::int64_t>(s * 1e12 + (s >= 0 ? 0.5 : -0.5)));
     }
     [[nodiscard]] constexpr std::int64_t count_ps() const { return ps_; }
@@ -85,6 +91,7 @@ public:
 
 private:
     constexpr explicit Time(std::int64_t v) : ps_(v) {}
+    static std::string out_of_range_message(double s);
     std::int64_t ps_ = 0;
 };
 

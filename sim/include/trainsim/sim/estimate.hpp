@@ -14,9 +14,20 @@
 
 namespace trainsim::sim {
 
+// The HBM a plan should leave free: the caching allocator cannot place every byte it was given.
+// PyTorch's allocator rounds blocks up (512 B, 2 MiB segments for large tensors) and splits
+// segments that later fragment; ZeRO (Rajbhandari et al., SC'20, arXiv 1910.02054, Sec. 3.2 and
+// 6.3) reports runs that went out of memory "with over 30% of memory still available" from
+// fragmentation at the extreme. 5% of HBM is our assumption between the rounding (~1-2%) and that
+// extreme; `plan --memory-headroom` changes it.
+inline constexpr double kMemoryHeadroomFraction = 0.05;
+
 struct RunEstimate {
     std::string name;
     bool fits = false;
+    // Fits, but leaves less than kMemoryHeadroomFraction of the HBM free: at risk of running out
+    // of memory from fragmentation (the text and JSON say so; plan does not propose such plans).
+    bool memory_tight = false;
     model::MemoryBreakdown memory;       // the peak stage
     Bytes capacity;                      // HBM capacity of one GPU
     // Present only for plans that fit (a plan that does not fit is never simulated).
@@ -50,10 +61,10 @@ struct RunEstimate {
 
 // Hours in the month used for machine-month prices: 8760 / 12.
 inline constexpr double kHoursPerMonth = 730.0;
-// GPUs in the machine a machine-month price refers to.
-inline constexpr double kGpusPerMachine = 8.0;
-
-[[nodiscard]] double price_per_gpu_hour(const model::Pricing& pricing);
+// The list rate per GPU-hour after the commitment discount. A machine-month price is for one
+// machine of `gpus_per_machine` GPUs (the plan's cluster.gpus_per_node: a 4-GPU machine's month
+// is shared by 4 GPUs, not 8).
+[[nodiscard]] double price_per_gpu_hour(const model::Pricing& pricing, int gpus_per_machine);
 
 // Evaluates one plan: memory first; simulates the step only if it fits (or, for validating
 // against runs that were measured, when asked to simulate regardless).

@@ -57,6 +57,9 @@ struct SearchOptions {
     // Provable pruning (dominated recompute policies, stream-sum and critical-path lower bounds);
     // false simulates every plan that fits (for tests of the pruning and for --no-prune).
     bool prune = true;
+    // A layout is a candidate only if it leaves this fraction of the HBM free (estimate.hpp,
+    // kMemoryHeadroomFraction: fragmentation).
+    double memory_headroom = kMemoryHeadroomFraction;
     // Called from worker threads (serialised) as plans are evaluated: (done, total).
     std::function<void(std::size_t, std::size_t)> progress;
 };
@@ -89,6 +92,13 @@ struct SearchResult {
 
 // The search. Deterministic: the same request gives the same ranked list whatever the thread count.
 [[nodiscard]] SearchResult search_plans(const model::Plan& base, const SearchOptions& opt);
+
+// Ranked plans that differ only in their sharding and have the same step time, memory and cost
+// (ZeRO-1 and FSDP under pipeline parallelism, where FSDP keeps its gathered weights; any sharding
+// with dp = 1 where the model makes them equal) are one plan to a user: each group is folded into
+// its simplest member (none, zero1, dist_opt, zero2, fsdp, hsdp, zero3), kept at the group's best
+// rank. Returns, per kept plan, the names of the plans folded into it.
+std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPlan>& plans);
 
 // A lower bound on the step time of a plan that passes check_layout, from the sums of the nominal
 // op times of each stream of one rank per stage (compute kernels, the TP collectives that block

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,8 +58,10 @@ struct ValidationReport {
 // Simulates every row (kind filter: empty = all). Rows run on `threads` workers.
 // With `bands`, each compared row also gets its band (predicted_p10 / _p90) and the report its
 // coverage.
+// `progress` (when set) is called serialised as rows finish: (done, total).
 [[nodiscard]] ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind,
-                                             unsigned threads, const ErrorModel* bands = nullptr);
+                                             unsigned threads, const ErrorModel* bands = nullptr,
+                                             const std::function<void(std::size_t, std::size_t)>& progress = {});
 // The step rows of one published file as error-model samples (trust.hpp): every compared row's
 // signed error with its regime and features.
 [[nodiscard]] std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& rows,
