@@ -64,8 +64,9 @@ public:
         return v.get<std::string>();
     }
 
-    // A positive integer; a missing optional field gives nullopt without a report.
-    std::optional<int> integer(const std::string& field, bool required) {
+    // A positive integer within the physical range of the scenario key it fills (`key`); a missing
+    // optional field gives nullopt without a report.
+    std::optional<int> integer(const std::string& field, bool required, const std::string& key) {
         if (!has(field)) {
             if (required) report(out_, site(field), "missing required field");
             return std::nullopt;
@@ -80,6 +81,9 @@ public:
             report(out_, site(field), fmt::format("must be a positive integer, got {}", x));
             return std::nullopt;
         }
+        const auto problems = check_key_value(key, std::to_string(x));
+        for (const auto& p : problems) report(out_, site(field), p);
+        if (!problems.empty()) return std::nullopt;
         return static_cast<int>(x);
     }
 
@@ -144,13 +148,13 @@ ModelArch load_hf_config(const std::filesystem::path& file) {
             report(out, r.site("model_type"),
                    fmt::format("unsupported model_type '{}' (supported: llama, mistral, qwen2)", *type));
     }
-    auto layers = r.integer("num_hidden_layers", true);
-    auto hidden = r.integer("hidden_size", true);
-    auto heads = r.integer("num_attention_heads", true);
-    auto kv_heads = r.integer("num_key_value_heads", false);
-    auto ffn = r.integer("intermediate_size", true);
-    auto vocab = r.integer("vocab_size", true);
-    auto head_dim = r.integer("head_dim", false);
+    auto layers = r.integer("num_hidden_layers", true, "model.layers");
+    auto hidden = r.integer("hidden_size", true, "model.hidden");
+    auto heads = r.integer("num_attention_heads", true, "model.heads");
+    auto kv_heads = r.integer("num_key_value_heads", false, "model.kv_heads");
+    auto ffn = r.integer("intermediate_size", true, "model.ffn");
+    auto vocab = r.integer("vocab_size", true, "model.vocab");
+    auto head_dim = r.integer("head_dim", false, "model.head_dim");
     auto tied = r.boolean("tie_word_embeddings");
     std::optional<FfnType> ffn_type;
     if (auto act = r.string("hidden_act")) {

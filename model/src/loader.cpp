@@ -1076,11 +1076,16 @@ std::vector<std::string> check_key_value(const std::string& key, const std::stri
     static const Bindings bindings;
     const auto& keys = scenario_keys();
     const auto spec = std::find_if(keys.begin(), keys.end(), [&](const KeySpec& k) { return k.path == key; });
-    if (spec == keys.end() || !is_plan_leaf(*spec))
-        throw std::logic_error(fmt::format("check_key_value: '{}' is not a plan key", key));
-    PlanBuild scratch;
     Diags out;
-    (void)Bindings::find(bindings.plan, key).apply(scratch, YAML::Node(text), Site{"", 0, 0, key}, *spec, out);
+    if (spec != keys.end() && is_plan_leaf(*spec)) {
+        PlanBuild scratch;
+        (void)Bindings::find(bindings.plan, key).apply(scratch, YAML::Node(text), Site{"", 0, 0, key}, *spec, out);
+    } else if (spec != keys.end() && is_model_leaf(*spec)) {
+        ModelBuild scratch;
+        (void)Bindings::find(bindings.model, key).apply(scratch, YAML::Node(text), Site{"", 0, 0, key}, *spec, out);
+    } else {
+        throw std::logic_error(fmt::format("check_key_value: '{}' is not a plan or model key", key));
+    }
     std::vector<std::string> messages;
     for (const auto& d : out) messages.push_back(d.message);
     return messages;

@@ -65,7 +65,7 @@ struct KeySpec {
 };
 [[nodiscard]] const std::vector<KeySpec>& scenario_keys();
 
-// The problems of `text` written as the value of the plan key `key` ("cluster.nic_rate",
+// The problems of `text` written as the value of the plan or model key `key` ("cluster.nic_rate",
 // "1e-9 Gbit/s"), read exactly as a scenario's value would be (type, unit, physical range);
 // empty when it is fine. For command-line options that stand for a scenario key.
 [[nodiscard]] std::vector<std::string> check_key_value(const std::string& key, const std::string& text);
