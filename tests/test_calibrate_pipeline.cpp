@@ -14,9 +14,13 @@
 #include "trainsim/sim/estimate.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <thread>
 
 using namespace trainsim;
 using namespace trainsim::calibrate;
@@ -209,4 +213,35 @@ TEST_CASE("trainsim-calibrate measure killed with SIGKILL resumes to exactly the
     const SampleFile file = read_samples(samples);
     CHECK(keys_of(file) == keys_of(plan));
     CHECK(std::filesystem::exists(dir / "run" / "run-2.json"));
+}
+
+TEST_CASE("two measure runs into one folder: the second is refused naming the first, whose samples stay intact",
+          "[calibrate][pipeline][lock][subprocess]") {
+    test::ScratchDir dir;
+    const auto plan = tiny_plan();
+    const std::string out = (dir / "run").string();
+    const std::vector<std::string> args{"measure", "--backend", "cpu", "--plan", "tiny", "--out", out,
+                                        "--threads", std::to_string(kThreads), "--quiet"};
+    const pid_t first = test::start_child(TRAINSIM_CALIBRATE_EXE, args, dir / "out1", dir / "err1");
+    const auto samples = dir / "run" / kSamplesFile;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (test::complete_lines(samples) < 3 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    // Held still mid-run (it keeps its lock), so the second run surely meets it.
+    REQUIRE(::kill(first, SIGSTOP) == 0);
+    const std::size_t at_stop = test::complete_lines(samples);
+    REQUIRE(at_stop >= 3);
+    auto resume_args = args;
+    resume_args.emplace_back("--resume"); // past the "already holds samples" check: the lock refuses it
+    const auto second = test::run_child(TRAINSIM_CALIBRATE_EXE, resume_args, dir.path());
+    CHECK(second.exit_code == 2);
+    CHECK_THAT(second.err, Catch::Matchers::Contains("another measure is writing to this directory") &&
+                               Catch::Matchers::Contains(fmt::format("pid {} on host", static_cast<long>(first))));
+    CHECK(test::complete_lines(samples) == at_stop); // the second wrote nothing
+    REQUIRE(::kill(first, SIGCONT) == 0);
+    CHECK(test::wait_child(first) == 0);
+    const SampleFile file = read_samples(samples); // throws on a torn, malformed or duplicate line
+    CHECK(keys_of(file) == keys_of(plan));
+    // The lock ends with its holder: a resume now runs (and has nothing left to measure).
+    CHECK(test::run_child(TRAINSIM_CALIBRATE_EXE, resume_args, dir.path()).exit_code == 0);
 }

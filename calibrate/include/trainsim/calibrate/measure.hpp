@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,11 +28,16 @@ struct RunDir {
     std::filesystem::path samples;     // DIR/samples.jsonl
     std::set<std::string> done;        // keys already measured (resume)
     std::optional<nlohmann::json> first_run;  // DIR/run.json when present
+    // The writer's exclusive lock on DIR (DIR/.lock, flock), held while this RunDir (or a copy)
+    // lives; empty for the ranks that only read.
+    std::shared_ptr<const int> lock;
 };
 
 // Prepares DIR for measuring. Without resume, DIR must not hold samples yet (CalibrationInputError:
 // "use --resume or another --out"). With resume, reads the keys already measured; `repair` (the
-// writing rank) also truncates a torn last line. Creates DIR when missing.
+// writing rank) also truncates a torn last line. Creates DIR when missing. The writing rank
+// (`repair`) first takes an exclusive lock on DIR: a second writer, also one on another host of a
+// shared file system, is refused naming the holder's pid and host.
 [[nodiscard]] RunDir open_run_dir(const std::filesystem::path& dir, bool resume, bool repair);
 
 // Writes DIR/run.json, or the first free run-N.json, created exclusively (O_EXCL) so that two
