@@ -115,6 +115,21 @@ bool rank_from_env(int& rank, int& world) {
     return false;
 }
 
+// The rank's index on its host as the launcher sets it (Open MPI, Slurm, MPICH, torchrun), or -1.
+int local_rank_from_env() {
+    for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "LOCAL_RANK"})
+        if (const char* s = std::getenv(v); s != nullptr && *s != '\0') return std::atoi(s);
+    return -1;
+}
+
+// The index of `rank` among the ranks on its host, from every rank's host name.
+int local_rank_from_hosts(const std::vector<std::string>& hosts, int rank) {
+    int local = 0;
+    for (int r = 0; r < rank && r < static_cast<int>(hosts.size()); ++r)
+        local += hosts[static_cast<std::size_t>(r)] == hosts[static_cast<std::size_t>(rank)] ? 1 : 0;
+    return local;
+}
+
 std::string launcher_session() {
     for (const char* v : {"PMIX_NAMESPACE", "SLURM_JOB_ID"})
         if (const char* s = std::getenv(v); s != nullptr && *s != '\0') return std::string("job-") + s;
@@ -191,6 +206,7 @@ int run_measure_mpi(const MeasureArgs& a, PlanKind kind, MeasureOptions opts, co
         co.world = mpi.world();
         co.device = a.device;
         co.hosts = mpi.hosts();
+        if (co.hosts.size() == static_cast<std::size_t>(co.world)) co.local_rank = local_rank_from_hosts(co.hosts, co.rank);
         co.share_id = [&mpi](const std::function<std::vector<unsigned char>()>& make) {
             std::string id;
             if (mpi.rank() == 0) {
@@ -257,8 +273,10 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
     int rank = a.rank, world = a.world;
     std::string session = a.session;
     bool launcher = false;
+    int local_rank = -1; // known when a launcher placed the ranks; else the ranks share one node
     if (rank < 0) {
         if (rank_from_env(rank, world)) {
+            local_rank = local_rank_from_env();
             if (session.empty()) session = launcher_session();
             if (session.empty() && world > 1)
                 throw CalibrationInputError("--session", "launched by MPI/Slurm without PMIX_NAMESPACE or SLURM_JOB_ID: "
@@ -294,6 +312,7 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
         co.rank = rank;
         co.world = world;
         co.device = a.device;
+        co.local_rank = local_rank;
         co.rendezvous_dir = rdv;
         co.session = session;
         auto backend = cuda.make(co);

@@ -144,7 +144,8 @@ public:
     explicit CudaBackend(const CudaOptions& o) : rank_(o.rank), world_(std::max(1, o.world)) {
         const int n = k::gpu_count();
         if (n == 0) throw NoDeviceError("no CUDA device: " + k::no_gpu_reason());
-        const int ordinal = o.device >= 0 ? o.device : rank_ % n;
+        const int local = o.local_rank >= 0 ? o.local_rank : rank_;
+        const int ordinal = o.device >= 0 ? o.device : local % n;
         dev_ = std::make_unique<k::GpuDevice>(ordinal);
         hosts_.assign(static_cast<std::size_t>(world_), host_name());
         if (world_ > 1) {

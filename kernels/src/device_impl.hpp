@@ -29,7 +29,9 @@ struct GpuDevice::Impl {
     // (smaller workspaces rule out some split-K / stream-K algorithms).
     static constexpr std::size_t kWorkspaceBytes = 32u << 20;
     void* workspace = nullptr;
-    // Per-tensor FP8 scale factors (device fp32, all 1.0), pointed to by the matmul descriptors.
+    // Per-tensor FP8 scale factors (device fp32, all 1.0), pointed to by the matmul descriptors:
+    // A's at scales[0], B's at scales[kScaleStride], each 16-byte aligned as cuBLASLt requires.
+    static constexpr std::size_t kScaleStride = 4;
     float* scales = nullptr;
     std::unique_ptr<detail::Nvml> nvml;
 

@@ -43,7 +43,7 @@ LtMatmul::LtMatmul(GpuDevice::Impl& dev, const GemmSpec& spec, const void* a, co
                                 "FP8 tensor cores need compute capability >= 8.9; this device is " +
                                     std::to_string(dev.info.cc_major) + "." + std::to_string(dev.info.cc_minor));
     if (fp8 && (is_fp8(spec.a) != is_fp8(spec.b)))
-        throw std::invalid_argument(context_ + ": FP8 GEMMs need both operands in FP8");
+        throw KernelUnsupported("cublasLtMatmul", context_, "FP8 GEMMs need both operands in FP8");
     if (spec.a == DType::fp8_e5m2 && spec.b == DType::fp8_e5m2)
         throw KernelUnsupported("cublasLtMatmul", context_, "E5M2 x E5M2 has no cuBLASLt kernel (one operand must be E4M3)");
     if (fp8 && (spec.m % 16 != 0 || spec.n % 16 != 0 || spec.k % 16 != 0))
@@ -55,8 +55,11 @@ LtMatmul::LtMatmul(GpuDevice::Impl& dev, const GemmSpec& spec, const void* a, co
     TS_CUBLAS(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)), ctx);
     TS_CUBLAS(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)), ctx);
     if (fp8) {
+        // Each scale on its own 16-byte boundary: cuBLASLt 12.9+ refuses scale pointers that are
+        // not 16-byte aligned (issue #17; TransformerEngine PR #1925, CUDA 13.1 release notes), and
+        // `scales + 1` is only 4-byte aligned.
         const void* sa = dev.scales;
-        const void* sb = dev.scales + 1;
+        const void* sb = dev.scales + GpuDevice::Impl::kScaleStride;
         TS_CUBLAS(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)), ctx);
         TS_CUBLAS(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)), ctx);
         const std::int8_t fast = spec.fast_accum ? 1 : 0;

@@ -245,7 +245,9 @@ GpuDevice::GpuDevice(int ordinal) : impl_(std::make_unique<Impl>()) {
     TS_CUDA(cudaMalloc(&impl_->l2_flush, impl_->l2_flush_bytes), ctx + " (L2 flush buffer)");
     TS_CUBLAS(cublasLtCreate(&impl_->lt), ctx);
     TS_CUDA(cudaMalloc(&impl_->workspace, Impl::kWorkspaceBytes), ctx + " (cuBLASLt workspace)");
-    const std::array<float, 4> ones{1.0f, 1.0f, 1.0f, 1.0f};
+    // Two per-tensor scales of 1 (A and B of an FP8 GEMM), each at a 16-byte boundary.
+    std::array<float, 2 * Impl::kScaleStride> ones{};
+    ones.fill(1.0f);
     TS_CUDA(cudaMalloc(reinterpret_cast<void**>(&impl_->scales), sizeof(ones)), ctx);
     TS_CUDA(cudaMemcpy(impl_->scales, ones.data(), sizeof(ones), cudaMemcpyHostToDevice), ctx);
 }

@@ -45,10 +45,10 @@ MemoryOp::MemoryOp(GpuDevice& device, const MemorySpec& spec) : impl_(std::make_
     I.dev = &device.impl();
     auto& dev = device.impl();
     if (spec.elements <= 0 || spec.elements % 8 != 0)
-        throw std::invalid_argument(I.context + ": elements must be a positive multiple of 8 (16-byte vectors)");
+        throw KernelUnsupported("memory kernel", I.context, "elements must be a positive multiple of 8 (16-byte vectors)");
     if ((spec.kernel == MemoryKernel::rmsnorm || spec.kernel == MemoryKernel::cast_transpose) &&
         (spec.row <= 0 || spec.elements % spec.row != 0 || spec.row % 32 != 0 || (spec.elements / spec.row) % 32 != 0))
-        throw std::invalid_argument(I.context + ": rows must tile by 32 x 32 (row % 32 == 0, rows % 32 == 0)");
+        throw KernelUnsupported("memory kernel", I.context, "rows must tile by 32 x 32 (row % 32 == 0, rows % 32 == 0)");
     if (spec.kernel == MemoryKernel::cast_transpose && !device.supports_fp8())
         throw KernelUnsupported("cast_transpose_kernel", I.context,
                                 "FP8 conversion needs compute capability >= 8.9 (FP8 training is not used below it)");

@@ -97,7 +97,7 @@ Collective::Collective(GpuDevice& device, NcclComm& comm, CollectiveKind kind, s
                 " ranks";
     const auto n = static_cast<std::size_t>(comm.size());
     if (bytes == 0 || bytes % (2 * n) != 0)
-        throw std::invalid_argument(I.context + ": size must be a positive multiple of 2 x ranks bytes (bf16 elements)");
+        throw KernelUnsupported("nccl collective", I.context, "size must be a positive multiple of 2 x ranks bytes (bf16 elements)");
     I.dev->check_memory(bytes_needed(kind, bytes, comm.size()), I.context);
     I.send = I.dev->scratch("coll.send", bytes, DType::bf16, I.context);
     I.recv = I.dev->scratch("coll.recv", bytes, DType::bf16, I.context);

@@ -17,7 +17,12 @@ namespace trainsim::calibrate {
 struct CudaOptions {
     int rank = 0;
     int world = 1;
-    int device = -1;  // GPU ordinal; -1: local rank (rank modulo the visible GPUs)
+    int device = -1;  // GPU ordinal; -1: the local rank (modulo the visible GPUs)
+    // This rank's index among the ranks of its host (the launcher's OMPI_COMM_WORLD_LOCAL_RANK,
+    // SLURM_LOCALID, ...; from `hosts` under MPI); -1: unknown, the global rank is used (a
+    // single-node launch, where the two agree). Cyclic placement (mpirun --map-by node) makes the
+    // global rank modulo the GPUs pick one GPU twice on a host (NCCL "duplicate GPU").
+    int local_rank = -1;
     std::filesystem::path rendezvous_dir;  // bootstrap directory (world > 1)
     std::string session;                   // rendezvous session name (world > 1)
     // MPI bootstrap (set by `measure` when started by mpirun; replaces the file rendezvous):
