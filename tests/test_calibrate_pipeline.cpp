@@ -245,3 +245,83 @@ TEST_CASE("two measure runs into one folder: the second is refused naming the fi
     // The lock ends with its holder: a resume now runs (and has nothing left to measure).
     CHECK(test::run_child(TRAINSIM_CALIBRATE_EXE, resume_args, dir.path()).exit_code == 0);
 }
+
+namespace {
+
+// A backend whose GEMMs of n = 128 fail while they run (as a cuBLASLt execution error would);
+// `sticky`: the device is unusable afterwards (as after an illegal address).
+class FailingBackend : public Backend {
+public:
+    explicit FailingBackend(bool sticky) : sticky_(sticky) {}
+    [[nodiscard]] std::string name() const override { return "cpu"; }
+    [[nodiscard]] int ranks() const override { return 1; }
+    [[nodiscard]] nlohmann::json provenance() const override { return nlohmann::json::object(); }
+    [[nodiscard]] std::optional<std::string> unsupported(const Descriptor&) const override { return std::nullopt; }
+    [[nodiscard]] bool participates(const Descriptor&) const override { return true; }
+    [[nodiscard]] bool writes_samples() const override { return true; }
+    [[nodiscard]] std::unique_ptr<PreparedOp> prepare(const Descriptor& d) override {
+        struct Op : PreparedOp {
+            bool fail = false;
+            void run() override {
+                if (fail) throw std::runtime_error("cublasLtMatmul: CUBLAS_STATUS_EXECUTION_FAILED");
+            }
+            [[nodiscard]] std::string implementation() const override { return "test"; }
+        };
+        auto op = std::make_unique<Op>();
+        op->fail = d.n == 128;
+        return op;
+    }
+    void start_timer() override {}
+    [[nodiscard]] double stop_timer() override { return 1e-3; }
+    void flush_caches() override {}
+    void reduce_times(const Descriptor&, std::vector<double>&) override {}
+    [[nodiscard]] SampleTelemetry telemetry() const override { return {}; }
+    [[nodiscard]] double rough_seconds(const Descriptor&) const override { return 1e-3; }
+    [[nodiscard]] bool healthy() override { return !sticky_; }
+
+private:
+    bool sticky_;
+};
+
+std::vector<Descriptor> three_gemms() {
+    std::vector<Descriptor> plan;
+    for (std::int64_t n : {64, 128, 256}) {
+        auto d = test::gemm_desc(n, n, n, "fp32");
+        d.key = make_key(d);
+        plan.push_back(d);
+    }
+    return plan;
+}
+
+} // namespace
+
+TEST_CASE("an op that fails while it runs is recorded and the run goes on, or stops if the device is unusable",
+          "[calibrate][pipeline][resume]") {
+    const auto plan = three_gemms();
+    {
+        test::ScratchDir dir;
+        FailingBackend backend(/*sticky=*/false);
+        const auto sum = measure(backend, plan, open_run_dir(dir / "run", false, true), MeasureOptions{"test", "", {}, {}});
+        CHECK(sum.measured == 2);
+        CHECK(sum.unsupported == 1);
+        const SampleFile file = read_samples(dir / "run" / kSamplesFile);
+        REQUIRE(file.samples.size() == 3);
+        CHECK(file.samples[1].status == "unsupported");
+        CHECK_THAT(file.samples[1].reason, Catch::Matchers::Contains("failed while running") &&
+                                               Catch::Matchers::Contains("CUBLAS_STATUS_EXECUTION_FAILED"));
+    }
+    {
+        test::ScratchDir dir;
+        FailingBackend broken(/*sticky=*/true);
+        CHECK_THROWS_WITH(measure(broken, plan, open_run_dir(dir / "run", false, true), MeasureOptions{"test", "", {}, {}}),
+                          Catch::Matchers::Contains("CUBLAS_STATUS_EXECUTION_FAILED"));
+        // The failure was written before the run stopped: a resume (on a repaired device) skips it
+        // instead of failing on it forever.
+        CHECK(test::complete_lines(dir / "run" / kSamplesFile) == 2);
+        FailingBackend repaired(/*sticky=*/false);
+        const auto sum = measure(repaired, plan, open_run_dir(dir / "run", true, true), MeasureOptions{"test", "", {}, {}});
+        CHECK(sum.already_done == 2);
+        CHECK(sum.measured == 1);
+        CHECK(keys_of(read_samples(dir / "run" / kSamplesFile)) == keys_of(plan));
+    }
+}

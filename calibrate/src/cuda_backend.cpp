@@ -251,6 +251,15 @@ public:
         throw OpUnsupported("unknown descriptor kind");
     }
 
+    [[nodiscard]] bool healthy() override {
+        try {
+            dev_->synchronize(); // a sticky error (illegal address, ECC) fails every later call
+            return true;
+        } catch (const k::KernelError&) {
+            return false;
+        }
+    }
+
     void start_timer() override { dev_->start_timer(); }
     [[nodiscard]] double stop_timer() override { return dev_->stop_timer(); }
     void flush_caches() override { dev_->flush_l2(); }

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cerrno>
+#include <exception>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -214,6 +215,7 @@ MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, co
         Sample s;
         s.desc = d;
         s.backend = backend.name();
+        std::exception_ptr failed; // an op of this rank alone that failed while it ran
         if (auto why = backend.unsupported(d)) {
             s.status = "unsupported";
             s.reason = *why;
@@ -231,12 +233,24 @@ MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, co
                 s.backend = backend.name();
                 s.status = "unsupported";
                 s.reason = e.what();
+            } catch (const std::exception& e) {
+                // The other ranks are inside a collective: it cannot be skipped by one rank alone.
+                if (d.kind == OpKind::collective || d.kind == OpKind::overlap) throw;
+                // Recorded, so that --resume does not meet the same failure again; the run goes
+                // on unless the device is left unusable.
+                s = Sample{};
+                s.desc = d;
+                s.backend = backend.name();
+                s.status = "unsupported";
+                s.reason = fmt::format("failed while running: {}", e.what());
+                failed = std::current_exception();
             }
         }
         s.measured_at = utc_now();
         if (s.ok()) ++sum.measured;
         else ++sum.unsupported;
         if (writer) writer->append(s);
+        if (failed && !backend.healthy()) std::rethrow_exception(failed);
 
         if (opts.on_progress) {
             Progress p;

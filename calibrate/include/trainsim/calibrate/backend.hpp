@@ -61,6 +61,9 @@ public:
     [[nodiscard]] virtual double rough_seconds(const Descriptor& d) const = 0;
     // Called when the plan moves on to another kind of op (frees scratch buffers).
     virtual void end_of_kind() {}
+    // After an op of this rank alone failed while it ran: whether the device can go on (GPU: no
+    // sticky CUDA error). If not, the run stops once the failure is recorded.
+    [[nodiscard]] virtual bool healthy() { return true; }
 };
 
 // The shared timing loop: `warmup` untimed calls, then `iters` timed samples of
