@@ -195,3 +195,24 @@ TEST_CASE("run.json is never overwritten: later sessions get run-2.json, run-3.j
     CHECK(p3.filename() == "run-3.json");
     CHECK_THAT(test::read_text(p1), Contains("\"session\": 1"));
 }
+
+TEST_CASE("an unfused attention sample's rate counts the full s x s it computed, a fused one the causal half",
+          "[calibrate][samples]") {
+    calibrate::Descriptor d;
+    d.kind = calibrate::OpKind::attention;
+    d.op = "attention_fwd";
+    d.dtype = "bf16";
+    d.seq = 4096;
+    d.batch_heads = 32;
+    d.head_dim = 128;
+    d.causal = true;
+    d.key = calibrate::make_key(d);
+    calibrate::Sample s = test::synthetic(d, 1e-3);
+    const double causal = 4.0 * 32 * 128 * 4096.0 * 4097.0 / 2.0; // QK^T and PV over the lower triangle
+    const double full = 4.0 * 32 * 128 * 4096.0 * 4096.0;
+    s.impl = "cudnn-fused-flash";
+    CHECK(s.executed_flops() == Approx(causal));
+    s.impl = "unfused-cublaslt"; // QK^T and PV GEMMs over every score, the mask applied in the softmax
+    CHECK(s.executed_flops() == Approx(full));
+    CHECK(s.flop_rate() == Approx(full / s.time.median));
+}

@@ -199,7 +199,16 @@ TimeStats summarize(std::vector<double> t, int calls_per_sample) {
     return s;
 }
 
-double Sample::flop_rate() const { return time.median > 0 ? desc.flops() / time.median : 0.0; }
+double Sample::executed_flops() const {
+    if (desc.kind == OpKind::attention && desc.causal && impl.starts_with("unfused")) {
+        Descriptor full = desc;
+        full.causal = false;
+        return full.flops();
+    }
+    return desc.flops();
+}
+
+double Sample::flop_rate() const { return time.median > 0 ? executed_flops() / time.median : 0.0; }
 double Sample::bandwidth() const { return time.median > 0 ? desc.bytes_moved() / time.median : 0.0; }
 double Sample::algbw() const { return time.median > 0 ? desc.bytes / time.median : 0.0; }
 double Sample::busbw() const { return algbw() * desc.bus_factor(); }

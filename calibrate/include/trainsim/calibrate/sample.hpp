@@ -51,7 +51,11 @@ struct Sample {
 
     [[nodiscard]] bool ok() const { return status == "ok"; }
     // Rates from the median time (recomputed on read; the file's copies are for people).
-    [[nodiscard]] double flop_rate() const;      // FLOP/s
+    // FLOPs the kernels executed: the descriptor's count, except that an unfused attention
+    // ("unfused-*": batched GEMMs around a softmax) computes the whole s x s score matrix even when
+    // causal, twice the causal count (issue #17).
+    [[nodiscard]] double executed_flops() const;
+    [[nodiscard]] double flop_rate() const;      // executed FLOP/s
     [[nodiscard]] double bandwidth() const;      // bytes moved / s (memory kernels)
     [[nodiscard]] double algbw() const;          // collectives: bytes / s
     [[nodiscard]] double busbw() const;          // collectives: algbw x bus factor
