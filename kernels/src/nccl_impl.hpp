@@ -7,6 +7,7 @@
 
 #include <nccl.h>
 
+#include <exception>
 #include <string>
 
 namespace trainsim::kernels {
@@ -19,7 +20,16 @@ struct NcclComm::Impl {
     std::size_t values_n = 0;
     ~Impl() {
         if (values != nullptr) cudaFree(values);
-        if (comm != nullptr) ncclCommDestroy(comm);
+        if (comm == nullptr) return;
+        // ncclCommDestroy waits for the communicator's outstanding operations, which after a
+        // failure (a peer died, an error is being thrown through here) may never finish: abort
+        // instead whenever the destruction is part of an error (NCCL docs, "Fault tolerance":
+        // ncclCommAbort frees the resources and aborts uncompleted operations).
+        ncclResult_t async = ncclSuccess;
+        const bool failed = std::uncaught_exceptions() > 0 || ncclCommGetAsyncError(comm, &async) != ncclSuccess ||
+                            async != ncclSuccess;
+        if (failed) ncclCommAbort(comm);
+        else ncclCommDestroy(comm);
     }
 };
 
