@@ -1,4 +1,4 @@
-// Helpers for the calibration tests: a scratch directory, running trainsim-calibrate as a child
+// Helpers for the calibration tests (the scratch directory is scratch_dir.hpp): running trainsim-calibrate as a child
 // process, synthetic samples with a known answer, and a toy plan the CPU backend's tiny
 // measurement plan covers.
 #pragma once
@@ -7,6 +7,8 @@
 #include "trainsim/calibrate/sample.hpp"
 #include "trainsim/model/loader.hpp"
 #include "trainsim/model/scenario.hpp"
+
+#include "scratch_dir.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -27,40 +29,6 @@ namespace trainsim::test {
 // The shipped H100 SXM profile (scenarios/hardware/h100-sxm.yaml), the calibration tests' device.
 inline model::HardwareProfile h100() {
     return model::load_profile(std::filesystem::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "h100-sxm.yaml");
-}
-
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
-class ScratchDir {
-public:
-    ScratchDir() {
-        const char* base = std::getenv("TMPDIR");
-        std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/trainsim-cal-XXXXXX";
-        if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-        path_ = tmpl;
-    }
-    ~ScratchDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    ScratchDir(const ScratchDir&) = delete;
-    ScratchDir& operator=(const ScratchDir&) = delete;
-    [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-    [[nodiscard]] std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
-private:
-    std::filesystem::path path_;
-};
-
-inline std::string read_text(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-inline void write_text(const std::filesystem::path& p, const std::string& text) {
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out << text;
 }
 
 // Complete lines of a file (a torn last line is not counted).

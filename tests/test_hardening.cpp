@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
+
+#include "scratch_dir.hpp"
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
@@ -28,33 +30,12 @@ namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using trainsim::test::run_trainsim;
 namespace model = trainsim::model;
+namespace test = trainsim::test;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static int n = 0;
-        path = fs::temp_directory_path() / fmt::format("trainsim-hardening-test-{}-{}", static_cast<long>(getpid()), n++);
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-};
 
-void write_file(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
-std::string read_file(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 std::string q(const fs::path& p) { return fmt::format("'{}'", p.string()); }
 
@@ -132,11 +113,11 @@ TEST_CASE("scenario numbers that are not finite or are outside their physical ra
          "pricing.discounts.annual", "finite"},
         {scenario("nodes: 2", "", "", ", discounts: {monthly: .nan}"), ".nan", "pricing.discounts.monthly", ""},
     };
-    TempDir tmp;
+    test::ScratchDir tmp;
     for (const auto& c : cases) {
         CAPTURE(c.text);
-        const auto file = tmp.path / "s.yaml";
-        write_file(file, c.text);
+        const auto file = tmp.path() / "s.yaml";
+        test::write_text(file, c.text);
         const std::string written = c.text;
         const auto r = run_trainsim("simulate " + q(file), true);
         CHECK(r.rc == 2);
@@ -163,10 +144,10 @@ TEST_CASE("every range bound of the key table is itself accepted and documented"
 }
 
 TEST_CASE("a written NIC count of 0 on several nodes is blamed on the scenario line", "[hardening][loader]") {
-    TempDir tmp;
-    const auto file = tmp.path / "s.yaml";
+    test::ScratchDir tmp;
+    const auto file = tmp.path() / "s.yaml";
     const std::string text = scenario("nodes: 2, nics_per_node: 0");
-    write_file(file, text);
+    test::write_text(file, text);
     const auto r = run_trainsim("simulate " + q(file), true);
     CHECK(r.rc == 2);
     CHECK_THAT(r.out, Contains(fmt::format("s.yaml:{}: cluster.nics_per_node", line_col(text, "nics_per_node"))));
@@ -175,19 +156,19 @@ TEST_CASE("a written NIC count of 0 on several nodes is blamed on the scenario l
 }
 
 TEST_CASE("profile values of NaN or absurd size are refused at their line", "[hardening][profile]") {
-    TempDir tmp;
-    const std::string shipped = read_file(fs::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "h100-sxm.yaml");
+    test::ScratchDir tmp;
+    const std::string shipped = test::read_text(fs::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "h100-sxm.yaml");
     const auto peak = shipped.find("989.4 TFLOP/s");
     REQUIRE(peak != std::string::npos);
     for (const std::string bad : {"nan TFLOP/s", "1e-300 TFLOP/s", "inf TFLOP/s"}) {
         CAPTURE(bad);
         std::string text = shipped;
         text.replace(peak, std::string("989.4 TFLOP/s").size(), bad);
-        const auto profile = tmp.path / "bad-gpu.yaml";
-        write_file(profile, text);
-        const auto file = tmp.path / "s.yaml";
+        const auto profile = tmp.path() / "bad-gpu.yaml";
+        test::write_text(profile, text);
+        const auto file = tmp.path() / "s.yaml";
         std::string sc = scenario();
-        write_file(file, sc.replace(sc.find("gpu: h100-sxm"), 13, "gpu: ./bad-gpu.yaml"));
+        test::write_text(file, sc.replace(sc.find("gpu: h100-sxm"), 13, "gpu: ./bad-gpu.yaml"));
         const auto r = run_trainsim("simulate " + q(file), true);
         CHECK(r.rc == 2);
         CHECK_THAT(r.out, Contains(fmt::format("bad-gpu.yaml:{}", line_col(text, "\"" + bad))));
@@ -219,18 +200,18 @@ TEST_CASE("a device or a huge file as input stops at a size limit instead of rea
     r = run_trainsim("validate /dev/zero", true);
     CHECK(r.rc == 2);
     CHECK_THAT(r.out, Contains("larger than"));
-    TempDir tmp;
-    const auto file = tmp.path / "hf.yaml";
-    write_file(file, scenario().replace(0, std::string("model: llama2-7b").size(), "model: {hf_config: /dev/zero}"));
+    test::ScratchDir tmp;
+    const auto file = tmp.path() / "hf.yaml";
+    test::write_text(file, scenario().replace(0, std::string("model: llama2-7b").size(), "model: {hf_config: /dev/zero}"));
     r = run_trainsim("simulate " + q(file), true);
     CHECK(r.rc == 2);
     CHECK_THAT(r.out, Contains("larger than"));
 }
 
 TEST_CASE("a validation row beyond the physical range is refused at its cell", "[hardening][validation]") {
-    TempDir tmp;
+    test::ScratchDir tmp;
     // The first row of the shared dev set (../shared/validation, as CI places it), with its layers made absurd.
-    const std::string dev = read_file(fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv");
+    const std::string dev = test::read_text(fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv");
     REQUIRE_FALSE(dev.empty());
     const auto header_end = dev.find('\n');
     const auto row_end = dev.find('\n', header_end + 1);
@@ -257,8 +238,8 @@ TEST_CASE("a validation row beyond the physical range is refused at its cell", "
     cells[4] = "100000000";
     std::string bad;
     for (std::size_t i = 0; i < cells.size(); ++i) bad += (i ? "," : "") + cells[i];
-    const auto file = tmp.path / "rows.csv";
-    write_file(file, header + "\n" + bad + "\n");
+    const auto file = tmp.path() / "rows.csv";
+    test::write_text(file, header + "\n" + bad + "\n");
     const auto r = run_trainsim("validate " + q(file), true);
     CHECK(r.rc == 2);
     CHECK_THAT(r.out, Contains("rows.csv:2:5: layers"));
@@ -281,21 +262,21 @@ TEST_CASE("command-line mistakes get their own message and exit 2", "[hardening]
 }
 
 TEST_CASE("an unclosed quote is pointed at where it opens", "[hardening][loader]") {
-    TempDir tmp;
-    const auto file = tmp.path / "s.yaml";
+    test::ScratchDir tmp;
+    const auto file = tmp.path() / "s.yaml";
     // The title's closing quote is missing: YAML lets the value run on to the next quote, which
     // swallows the model and training keys.
     std::string text = "title: \"7B on 8 GPUs\ndescription: \"x\"\n";
     text += scenario("nodes: 1");
-    write_file(file, text);
+    test::write_text(file, text);
     const auto r = run_trainsim("simulate " + q(file), true);
     CHECK(r.rc == 2);
     CHECK_THAT(r.out, Contains("s.yaml:1:8: this quote is not closed on its line"));
 }
 
 TEST_CASE("a layout mistake in a shared section is reported once, not once per plan", "[hardening][loader]") {
-    TempDir tmp;
-    const auto file = tmp.path / "s.yaml";
+    test::ScratchDir tmp;
+    const auto file = tmp.path() / "s.yaml";
     const std::string text = "model: llama2-7b\n"
                              "training: {tokens: 1B, seq_len: 2048, global_batch: 16, micro_batch: 1}\n"
                              "parallel: {tp: 3}\n"
@@ -306,7 +287,7 @@ TEST_CASE("a layout mistake in a shared section is reported once, not once per p
                              "    precision: fp8\n"
                              "  - name: c\n"
                              "    parallel: {tp: 5}\n";
-    write_file(file, text);
+    test::write_text(file, text);
     const auto r = run_trainsim("simulate " + q(file), true);
     CHECK(r.rc == 2);
     const std::string shared = "tp=3 does not divide the 32 attention heads";
@@ -355,12 +336,12 @@ TEST_CASE("plan leaves the memory headroom free, and simulate marks a plan insid
 }
 
 TEST_CASE("an HF config model may carry its own name", "[hardening][loader]") {
-    TempDir tmp;
-    write_file(tmp.path / "config.json",
+    test::ScratchDir tmp;
+    test::write_text(tmp.path() / "config.json",
                R"({"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
                    "intermediate_size": 11008, "vocab_size": 32000, "hidden_act": "silu"})");
-    const auto file = tmp.path / "s.yaml";
-    write_file(file, scenario("nodes: 1").replace(0, std::string("model: llama2-7b").size(),
+    const auto file = tmp.path() / "s.yaml";
+    test::write_text(file, scenario("nodes: 1").replace(0, std::string("model: llama2-7b").size(),
                                                   "model: {hf_config: config.json, name: \"Our 7B\"}"));
     const auto r = run_trainsim("simulate --json " + q(file));
     REQUIRE(r.rc == 0);
@@ -369,9 +350,9 @@ TEST_CASE("an HF config model may carry its own name", "[hardening][loader]") {
 
 TEST_CASE("plan says when it uses only the first plan of a file, and --profile says what it replaces",
           "[hardening][cli]") {
-    TempDir tmp;
-    const auto file = tmp.path / "s.yaml";
-    write_file(file, scenario("nodes: 1") + "plans:\n  - name: first\n  - name: second\n    parallel: {tp: 4}\n");
+    test::ScratchDir tmp;
+    const auto file = tmp.path() / "s.yaml";
+    test::write_text(file, scenario("nodes: 1") + "plans:\n  - name: first\n  - name: second\n    parallel: {tp: 4}\n");
     const auto r = run_trainsim("plan " + q(file) + " --top 1 --quiet", true);
     CHECK(r.rc == 0);
     CHECK_THAT(r.out, Contains("has 2 plans; plan searches around the first, 'first'"));
@@ -410,13 +391,13 @@ TEST_CASE("plan folds plans that differ only in an equivalent sharding into the 
 }
 
 TEST_CASE("a long run shows its progress on a terminal", "[hardening][cli]") {
-    TempDir tmp;
-    const auto file = tmp.path / "many.yaml";
+    test::ScratchDir tmp;
+    const auto file = tmp.path() / "many.yaml";
     std::string text = "model: {name: tiny, layers: 2, hidden: 256, heads: 4, ffn: 1024, vocab: 1024}\n"
                        "training: {tokens: 1B, seq_len: 256, global_batch: 8, micro_batch: 1}\n"
                        "cluster: {gpu: h100-sxm, gpus_per_node: 1}\nplans:\n";
     for (int i = 0; i < 60; ++i) text += fmt::format("  - name: p{}\n", i);
-    write_file(file, text);
+    test::write_text(file, text);
     // script(1) gives the command a terminal, as a user at a shell has.
     const std::string cmd = fmt::format("script -qec \"TRAINSIM_DATA_DIR='{}' '{}' simulate '{}' > /dev/null\" /dev/null",
                                         TRAINSIM_TEST_DATA_DIR, TRAINSIM_EXE, file.string());
@@ -435,12 +416,12 @@ TEST_CASE("a long run shows its progress on a terminal", "[hardening][cli]") {
 }
 
 TEST_CASE("an HF config shape beyond the physical range is refused at its field", "[hardening][loader]") {
-    TempDir tmp;
-    write_file(tmp.path / "config.json",
+    test::ScratchDir tmp;
+    test::write_text(tmp.path() / "config.json",
                R"({"model_type": "llama", "num_hidden_layers": 100000000, "hidden_size": 4096,
                    "num_attention_heads": 32, "intermediate_size": 11008, "vocab_size": 32000, "hidden_act": "silu"})");
-    const auto file = tmp.path / "s.yaml";
-    write_file(file, scenario("nodes: 1").replace(0, std::string("model: llama2-7b").size(),
+    const auto file = tmp.path() / "s.yaml";
+    test::write_text(file, scenario("nodes: 1").replace(0, std::string("model: llama2-7b").size(),
                                                   "model: {hf_config: config.json}"));
     const auto r = run_trainsim("simulate " + q(file), true);
     CHECK(r.rc == 2);
