@@ -84,11 +84,10 @@ std::optional<T> enum_value(const std::string& s, std::initializer_list<std::pai
     return std::nullopt;
 }
 
-// The upper bound of an integer column and where it comes from: the physical range of the
-// scenario key the column fills (scenario_keys.cpp), so that a row cannot ask for what a scenario
-// may not (a 1e8-layer model).
-std::optional<std::pair<double, std::string>> column_range(std::string_view column) {
-    static const std::map<std::string_view, std::string_view> kKeyOf{
+// The scenario key an integer column fills: its value gets that key's checks (check_key_value:
+// the physical range), so that a row cannot ask for what a scenario may not (a 1e8-layer model).
+std::optional<std::string> key_of_column(std::string_view column) {
+    static const std::map<std::string_view, std::string> kKeyOf{
         {"layers", "model.layers"},         {"hidden", "model.hidden"},     {"heads", "model.heads"},
         {"kv_heads", "model.kv_heads"},     {"ffn", "model.ffn"},           {"vocab", "model.vocab"},
         {"seq_len", "training.seq_len"},    {"global_batch", "training.global_batch"},
@@ -97,10 +96,7 @@ std::optional<std::pair<double, std::string>> column_range(std::string_view colu
         {"dp", "parallel.dp"}};
     const auto key = kKeyOf.find(column);
     if (key == kKeyOf.end()) return std::nullopt;
-    for (const auto& k : scenario_keys())
-        if (k.path == key->second && !k.range_max.empty())
-            return std::pair{std::stod(k.range_max), k.range_basis};
-    return std::nullopt;
+    return key->second;
 }
 
 } // namespace
@@ -165,11 +161,10 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                 diags.push_back({fname, start, column_of(k), k, fmt::format("'{}' is not a whole number", cell(k))});
                 return fallback;
             }
-            if (const auto r = column_range(k); r && *v > r->first) {
-                diags.push_back({fname, start, column_of(k), k,
-                                 fmt::format("'{}' is outside the physical range of {}: at most {} ({})", cell(k),
-                                             k, r->first, r->second)});
-                return fallback;
+            if (const auto key = key_of_column(k)) {
+                const auto problems = check_key_value(*key, fmt::format("{:.0f}", *v));
+                for (const auto& m : problems) diags.push_back({fname, start, column_of(k), k, m});
+                if (!problems.empty()) return fallback;
             }
             return static_cast<int>(*v);
         };

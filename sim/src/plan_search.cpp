@@ -582,8 +582,8 @@ std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPl
         return std::find(kOrder.begin(), kOrder.end(), s) - kOrder.begin();
     };
     auto twins = [](const RankedPlan& a, const RankedPlan& b) {
-        model::Parallel x = a.plan.parallel, y = b.plan.parallel;
-        x.sharding = y.sharding; // everything else must match
+        const auto& x = a.plan.parallel; // everything but the sharding must match
+        const auto& y = b.plan.parallel;
         const auto& e = a.estimate;
         const auto& f = b.estimate;
         return a.plan.num_gpus() == b.plan.num_gpus() && a.plan.cluster.gpus_per_node == b.plan.cluster.gpus_per_node &&
