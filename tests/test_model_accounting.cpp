@@ -601,3 +601,31 @@ TEST_CASE("pipeline activations: split over TP by SP or scatter/gather, else sen
             CHECK(p.group == Group::tp);
         }
 }
+
+TEST_CASE("Megatron's fused softmax runs only inside its kernel's shape limits, else PyTorch's FP32 ops",
+          "[workload][attention]") {
+    // megatron/model/fused_softmax.py (2021-22): 16 < sk <= 2048, sq % 4 == 0, b * np % 4 == 0.
+    CHECK(unfused_softmax_fuses(2, 2, 1024, 1024));
+    CHECK_FALSE(unfused_softmax_fuses(1, 2, 1024, 1024));  // GPT-1.3B on tp 8 at micro-batch 1
+    CHECK(unfused_softmax_fuses(1, 4, 1024, 1024));
+    CHECK_FALSE(unfused_softmax_fuses(4, 4, 4096, 4096));
+    CHECK_FALSE(unfused_softmax_fuses(4, 4, 16, 16));
+    CHECK_FALSE(unfused_softmax_fuses(4, 4, 1022, 1022));
+    // Scores per op (a micro-batch of one layer): b x (heads / tp) x s x s. Fused: 4 B forward, 6 backward;
+    // the FP32 fallback 37 and 41 (float, scale, masked_fill, softmax, half), dropout 5 each way.
+    auto plan = trainsim::test::small_plan(8, 1, 1, 2, 1);
+    plan.training.seq_len = 1024;
+    plan.parallel.sequence_parallel = false;
+    plan.parallel.attention = AttentionImpl::unfused;
+    plan.parallel.dropout = true;
+    auto scores = [&] {
+        return static_cast<double>(plan.training.micro_batch) * (16 / 8) * 1024.0 * 1024.0;
+    };
+    const auto fallback = build_workload(plan);
+    CHECK(sum_bytes(fallback, "attn_softmax") == Approx((37 + 5) * scores()));
+    CHECK(sum_bytes(fallback, "attn_softmax_bwd") == Approx((41 + 5) * scores()));
+    plan.training.micro_batch = 2;
+    const auto fused = build_workload(plan);
+    CHECK(sum_bytes(fused, "attn_softmax") == Approx((4 + 5) * scores()));
+    CHECK(sum_bytes(fused, "attn_softmax_bwd") == Approx((6 + 5) * scores()));
+}

@@ -381,15 +381,22 @@ private:
             const std::int64_t sq = plan_.training.seq_len / p_.cp, sk = plan_.training.seq_len, d = m_.head_dim;
             const double scores = static_cast<double>(bh) * static_cast<double>(sq) * static_cast<double>(sk);
             const double drop = p_.dropout ? 1.0 : 0.0;
-            // Fused scale-mask-softmax: read scores, write probabilities (2 B each); dropout on
-            // the probabilities reads them and writes the result and a 1-byte mask.
+            // Fused scale-mask-softmax: read scores, write probabilities (2 B each); backward reads
+            // the probabilities and their gradient and writes dS (6 B). Outside the fused kernel's
+            // shape constraints (unfused_softmax_fuses) Megatron falls back to PyTorch ops in FP32
+            // (forward_torch_softmax): float() 2+4, * scale 4+4, masked_fill_ 4+4+1 (the bool mask),
+            // Softmax 4+4, half() 4+2 = 37 B; backward through autograd: half 2+4, softmax 4+4+4,
+            // masked_fill 4+4+1, mul 4+4, float 4+2 = 41 B. Dropout on the probabilities reads
+            // them and writes the result and a 1-byte mask (5 B), and reads the mask in backward.
+            fused_softmax_ = unfused_softmax_fuses(plan_.training.micro_batch, m_.heads / p_.tp, sq, sk);
+            const double soft_fwd = fused_softmax_ ? 4.0 : 37.0, soft_bwd = fused_softmax_ ? 6.0 : 41.0;
             L.attn_fwd_ops = {batched_gemm("attn_qk", bh, sq, sk, d),
-                              memory("attn_softmax", scores * (4.0 + drop * 5.0)),
+                              memory("attn_softmax", scores * (soft_fwd + drop * 5.0)),
                               batched_gemm("attn_pv", bh, sq, d, sk)};
             // Backward: dV = P^T dO, dP = dO V^T, dropout and softmax backward (read P, dP (and the
             // mask), write dS), dQ = dS K, dK = dS^T Q.
             L.attn_bwd_ops = {batched_gemm("attn_dv", bh, sk, d, sq), batched_gemm("attn_dp", bh, sq, sk, d),
-                              memory("attn_softmax_bwd", scores * (6.0 + drop * 5.0)),
+                              memory("attn_softmax_bwd", scores * (soft_bwd + drop * 5.0)),
                               batched_gemm("attn_dq", bh, sq, d, sk), batched_gemm("attn_dk", bh, sk, d, sq)};
         }
         L.out = gemm("attn_out", T, h, attn_n, gp);
@@ -463,7 +470,10 @@ private:
 
     // Kernels launched per op on the plan's dispatch path (layer_launches).
     void assign_launches() {
-        const auto l = layer_launches(p_.host_dispatch, p_.cross_entropy);
+        auto l = layer_launches(p_.host_dispatch, p_.cross_entropy);
+        // The PyTorch fallback of Megatron's softmax launches float, mul, masked_fill_, softmax
+        // and half (and their five backward kernels) instead of one fused kernel each way.
+        if (p_.attention == AttentionImpl::unfused && !fused_softmax_) l.attn_softmax += 4, l.attn_softmax_bwd += 4;
         auto set = [&](ProtoId id, int n) {
             if (id != 0) g_.protos[id].launches = n;
         };
@@ -1195,6 +1205,7 @@ private:
     std::int64_t tokens_ = 0;
     std::int64_t sp_tokens_ = 0;
     int full_recompute_layers_ = 0;
+    bool fused_softmax_ = true;  // unfused attention: Megatron's fused softmax kernel applies
     std::uint32_t last_reduce_ = kNone; // this stage's latest ZeRO-3 / FSDP gradient reduce-scatter
     // fsdp_fetch: module state (module_fetch() and the functions after it).
     std::vector<int> seg_;
@@ -1215,6 +1226,10 @@ private:
 };
 
 } // namespace
+
+bool unfused_softmax_fuses(std::int64_t micro_batch, std::int64_t heads_per_rank, std::int64_t sq, std::int64_t sk) {
+    return sk > 16 && sk <= 2048 && sq % 4 == 0 && (micro_batch * heads_per_rank) % 4 == 0;
+}
 
 LossBytes loss_bytes_per_logit(CrossEntropy kind) {
     switch (kind) {

@@ -125,6 +125,14 @@ struct LossBytes {
 };
 [[nodiscard]] LossBytes loss_bytes_per_logit(CrossEntropy kind);
 
+// Whether Megatron's fused scale-mask-softmax kernel runs for unfused attention over
+// micro_batch x heads_per_rank score matrices of sq x sk (FusedScaleMaskSoftmax in Megatron-LM
+// 2021-22 megatron/model/fused_softmax.py and Megatron-DeepSpeed: 16 < sk <= 2048, sq % 4 == 0
+// and b * np % 4 == 0, the warp kernel's batches per block); otherwise it falls back to PyTorch
+// ops in FP32 (forward_torch_softmax).
+[[nodiscard]] bool unfused_softmax_fuses(std::int64_t micro_batch, std::int64_t heads_per_rank, std::int64_t sq,
+                                         std::int64_t sk);
+
 [[nodiscard]] std::string to_string(OpKind v);
 [[nodiscard]] std::string to_string(Stream v);
 [[nodiscard]] std::string to_string(Category v);
