@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "scratch_dir.hpp"
 #include <nlohmann/json.hpp>
 
@@ -172,6 +174,30 @@ TEST_CASE("profile values of NaN or absurd size are refused at their line", "[ha
         const auto r = run_trainsim("simulate " + q(file), true);
         CHECK(r.rc == 2);
         CHECK_THAT(r.out, Contains(fmt::format("bad-gpu.yaml:{}", line_col(text, "\"" + bad))));
+        CHECK_THAT(r.out, !Contains("internal error"));
+    }
+}
+
+TEST_CASE("a measured collective time that is not a size and a duration is refused at its line",
+          "[hardening][profile][measured]") {
+    test::ScratchDir tmp;
+    const std::string shipped = test::read_text(fs::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "a100-sxm-80gb.yaml");
+    const std::string good = "bytes: \"4 MiB\", time: \"112.0 us\"";
+    const auto row = shipped.find(good);
+    REQUIRE(row != std::string::npos);
+    for (const std::string bad : {"bytes: \"0 B\", time: \"112.0 us\"", "bytes: \"4 MiB\", time: \"-3 us\"",
+                                  "bytes: \"4 MiB\", time: \"nan us\"", "bytes: \"1e20 B\", time: \"112.0 us\"",
+                                  "bytes: \"4 MiB\", tim: \"112.0 us\""}) {
+        CAPTURE(bad);
+        std::string text = shipped;
+        text.replace(row, good.size(), bad);
+        const auto profile = tmp.path() / "bad-gpu.yaml";
+        test::write_text(profile, text);
+        const auto r = run_trainsim("collective --gpu " + q(profile) + " --op all_reduce --gpus 8 --size 4MiB", true);
+        CHECK(r.rc == 2);
+        const auto at = text.find(bad);
+        const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+        CHECK_THAT(r.out, Contains(fmt::format("bad-gpu.yaml:{}:", line)));
         CHECK_THAT(r.out, !Contains("internal error"));
     }
 }

@@ -1027,6 +1027,7 @@ TEST_CASE("profile round trip: write then load gives the same profile, and the s
     p.gemm_table.push_back({Precision::bf16, 1024, 4096, 512, Time::ps(12'345'678)});
     p.memory_curve[Precision::bf16] = {parse_duration("5 us"), parse_bandwidth("2.9 TB/s")};
     p.collectives.push_back({"all_reduce", 8, "intra_node", {parse_duration("12 us"), parse_bandwidth("370 GB/s")}});
+    p.collective_times.push_back({"reduce_scatter", 16, "inter_node", parse_bytes("4 MiB"), Time::ps(107'654'321)});
     p.sources["calibrated"] = "trainsim-calibrate fit of samples.jsonl";
 
     const fs::path out = fx.dir.path() / "written.yaml";
@@ -1073,6 +1074,12 @@ TEST_CASE("profile round trip: write then load gives the same profile, and the s
     CHECK(q.collectives[0].group_size == 8);
     CHECK(q.collectives[0].scope == "intra_node");
     CHECK(q.collectives[0].curve.beta_bw == parse_bandwidth("370 GB/s"));
+    REQUIRE(q.collective_times.size() == 1);
+    CHECK(q.collective_times[0].op == "reduce_scatter");
+    CHECK(q.collective_times[0].group_size == 16);
+    CHECK(q.collective_times[0].scope == "inter_node");
+    CHECK(q.collective_times[0].bytes == parse_bytes("4 MiB"));
+    CHECK(q.collective_times[0].time == Time::ps(107'654'321));
 
     // Writing what was read gives the same text.
     const fs::path again = fx.dir.path() / "again.yaml";

@@ -68,6 +68,10 @@ constexpr Bounds kBandwidthBounds{1e6, 1e15, "links and memories run at 0.25 GB/
 // Latencies and per-kernel overheads are ns to ms; a calibrated GEMM of the largest shape takes seconds.
 constexpr Bounds kLatencyBounds{0, 1.0, "latencies and overheads are ns to ms"};
 constexpr Bounds kSampleTimeBounds{0, 3600, "one kernel or collective takes at most seconds"};
+// A collective group spans at most 16 nodes of the largest NVLink domain; nccl-tests sizes run to
+// a few GiB, and no GPU holds a buffer above 1 TiB.
+constexpr Bounds kGroupBounds{2, 576.0 * 4096, "a collective group has 2 to a few hundred thousand ranks"};
+constexpr Bounds kCollectiveBytesBounds{1, 1.0 * kTiB, "nccl-tests buffers are bytes to a few GiB"};
 // Dense peaks of one GPU: 1 GFLOP/s to 100x B200's 2.25 PFLOP/s (BF16, dense).
 constexpr Bounds kFlopRateBounds{1e9, 1e17, "one GPU's dense peak is 10-5000 TFLOP/s"};
 
@@ -449,7 +453,8 @@ private:
         container_sites_["calibrated"] = f.key_site;
         if (!f.value.IsMap()) {
             report(out_, f.value_site,
-                   fmt::format("expected a map (source, gemm, memory, collectives), got {}", detail::describe(f.value)));
+                   fmt::format("expected a map (source, gemm, memory, collectives, collective_times), got {}",
+                               detail::describe(f.value)));
             return;
         }
         bool has_source = false;
@@ -461,12 +466,15 @@ private:
                 for_each_item(g, [&](const YAML::Node& item, const Site& at) { read_gemm_sample(item, at); });
             } else if (g.name == "collectives") {
                 for_each_item(g, [&](const YAML::Node& item, const Site& at) { read_collective(item, at); });
+            } else if (g.name == "collective_times") {
+                for_each_item(g, [&](const YAML::Node& item, const Site& at) { read_collective_time(item, at); });
             } else if (g.name == "memory") {
                 read_memory_curves(g);
             } else {
                 report(out_, g.key_site,
                        fmt::format("unknown key '{}'{}", g.name,
-                                   detail::did_you_mean(g.name, {"source", "gemm", "memory", "collectives"})));
+                                   detail::did_you_mean(g.name, {"source", "gemm", "memory", "collectives",
+                                                                            "collective_times"})));
             }
         }
         if (!has_source)
@@ -536,6 +544,33 @@ private:
         auto scope = detail::read_enum(f["scope"].value, f["scope"].value_site, kScopes, out_);
         auto curve = alpha_beta(f["alpha"], f["bandwidth"]);
         if (op && group && scope && curve) p_.collectives.push_back(CollectiveCurve{*op, *group, *scope, *curve});
+    }
+
+    void read_collective_time(const YAML::Node& item, const Site& at) {
+        auto r = row(item, at, {"op", "group_size", "scope", "bytes", "time"});
+        if (!r) return;
+        auto& f = *r;
+        auto op = detail::read_enum(f["op"].value, f["op"].value_site, kCollectiveOps, out_);
+        const auto group = detail::read_int(f["group_size"].value, f["group_size"].value_site, 2, out_);
+        const bool group_ok = group.has_value() && within(static_cast<double>(group.value_or(0)), kGroupBounds,
+                                                          f["group_size"].value_site, f["group_size"].value);
+        auto scope = detail::read_enum(f["scope"].value, f["scope"].value_site, kScopes, out_);
+        auto b = detail::read_with_unit(f["bytes"].value, f["bytes"].value_site, "a size", parse_bytes, out_);
+        bool bytes_ok = b.has_value();
+        if (bytes_ok && !(b->value() >= 1.0)) {
+            report(out_, f["bytes"].value_site, "must be at least 1 B");
+            bytes_ok = false;
+        }
+        bytes_ok = bytes_ok && within(b->value(), kCollectiveBytesBounds, f["bytes"].value_site, f["bytes"].value);
+        auto t = detail::read_with_unit(f["time"].value, f["time"].value_site, "a duration", parse_duration, out_);
+        bool time_ok = t.has_value();
+        if (time_ok && t->count_ps() <= 0) {
+            report(out_, f["time"].value_site, "must be positive");
+            time_ok = false;
+        }
+        time_ok = time_ok && within(t->seconds(), kSampleTimeBounds, f["time"].value_site, f["time"].value);
+        if (op && group_ok && scope && bytes_ok && time_ok)
+            p_.collective_times.push_back(CollectiveSample{*op, group.value_or(0), *scope, *b, *t});
     }
 
     void read_memory_curves(const Field& g) {
@@ -794,7 +829,8 @@ private:
     }
 
     void write_calibrated() {
-        if (p_.gemm_table.empty() && p_.memory_curve.empty() && p_.collectives.empty()) return;
+        if (p_.gemm_table.empty() && p_.memory_curve.empty() && p_.collectives.empty() && p_.collective_times.empty())
+            return;
         open_.clear();
         text_ += fmt::format("calibrated:\n  source: {}\n", source_of("calibrated"));
         if (!p_.gemm_table.empty()) {
@@ -815,6 +851,12 @@ private:
                 text_ += fmt::format("    - {{op: {}, group_size: {}, scope: {}, alpha: {}, bandwidth: {}}}\n", c.op,
                                      c.group_size, c.scope, quote(format_exact(c.curve.alpha)),
                                      quote(format_exact(c.curve.beta_bw)));
+        }
+        if (!p_.collective_times.empty()) {
+            text_ += "  collective_times:\n";
+            for (const auto& c : p_.collective_times)
+                text_ += fmt::format("    - {{op: {}, group_size: {}, scope: {}, bytes: {}, time: {}}}\n", c.op,
+                                     c.group_size, c.scope, quote(format_exact(c.bytes)), quote(format_exact(c.time)));
         }
     }
 

@@ -38,6 +38,18 @@ struct CollectiveCurve {
     AlphaBeta curve;    // busbw-normalised: t = alpha + bus_bytes / beta_bw
 };
 
+// One measured collective time: the out-of-place `time` of an nccl-tests row (bytes in nccl-tests
+// terms: the all-reduce buffer, the all-gather output, the reduce-scatter input) or a
+// trainsim-calibrate measurement. A profile's samples of one (op, group size, scope) form a curve
+// read by piecewise log-log interpolation (sim/src/network.cpp).
+struct CollectiveSample {
+    std::string op;
+    int group_size = 0;
+    std::string scope;  // intra_node | inter_node
+    Bytes bytes;
+    Time time;
+};
+
 struct HardwareProfile {
     std::string id;
     std::string name;
@@ -115,6 +127,7 @@ struct HardwareProfile {
     std::vector<GemmSample> gemm_table;
     std::map<Precision, AlphaBeta> memory_curve;
     std::vector<CollectiveCurve> collectives;
+    std::vector<CollectiveSample> collective_times;
 
     // Where each value comes from, keyed by its path in the profile file ("memory.hbm_bandwidth",
     // "compute.dense_peak.fp8"; "calibrated" for the calibrated tables). Filled by load_profile;

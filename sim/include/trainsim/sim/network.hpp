@@ -28,8 +28,8 @@ using model::Time;
 struct CollectiveCost {
     Time time;
     Bandwidth busbw;        // nccl-tests bus bandwidth reached at this size (bus bytes / time)
-    std::string algorithm;  // "ring", "tree", "nvls", "nvls_tree", "direct", "calibrated", "none"
-    std::string protocol;   // "LL", "LL128", "Simple"; empty for calibrated curves
+    std::string algorithm;  // "ring", "tree", "nvls", "nvls_tree", "direct", "calibrated", "measured", "none"
+    std::string protocol;   // "LL", "LL128", "Simple"; empty for calibrated / measured curves
 };
 
 class AnalyticNetwork {
@@ -53,10 +53,22 @@ public:
     [[nodiscard]] const CollectiveModel& collectives() const { return *model_; }
 
 private:
+    // Measured over modelled time at each measured size of one (op, group size, scope).
+    struct RatioCurve {
+        std::string op;
+        model::CollectiveOp kind{};
+        int group = 0;
+        bool intra = true;
+        std::vector<std::pair<double, double>> points;  // (bytes, ratio), by size
+    };
+    void build_ratio_curves();
+    [[nodiscard]] double measured_ratio(model::CollectiveOp op, const GroupPlacement& g, Bytes bytes) const;
+
     const model::HardwareProfile& hw_;
     model::Cluster cluster_;
     std::unique_ptr<Topology> topo_;
     std::unique_ptr<CollectiveModel> model_;
+    std::vector<RatioCurve> ratio_curves_;
 };
 
 } // namespace trainsim::sim
