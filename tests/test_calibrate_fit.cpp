@@ -145,6 +145,14 @@ TEST_CASE("fit recovers the GEMM rate, memory and collective curves, hop latency
         CHECK(c.curve.beta_bw.value() == Approx(kBusBw).epsilon(0.01));
         CHECK(c.curve.alpha.seconds() == Approx(kA0 + kHop * 2 * (c.group_size - 1)).epsilon(0.01));
     }
+    // The measured curve itself: one point per (group, size), exactly the sample's time.
+    // Sizes 1 KiB .. 1 GiB in steps of x16: 6 per group.
+    REQUIRE(p.collective_times.size() == 3 * 6);
+    for (const auto& t : p.collective_times) {
+        const auto d = test::collective_desc("all_reduce", t.group_size, t.bytes.value());
+        CHECK(t.time.seconds() ==
+              Approx(kA0 + kHop * 2 * (t.group_size - 1) + d.bytes * d.bus_factor() / kBusBw).epsilon(1e-6));
+    }
     REQUIRE(rep.hop_latency_s);
     CHECK(*rep.hop_latency_s == Approx(kHop).epsilon(0.01));
     CHECK(p.intra_node_latency.seconds() == Approx(kHop).epsilon(0.01));

@@ -159,6 +159,7 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
     p.gemm_table.clear();
     p.memory_curve.clear();
     p.collectives.clear();
+    p.collective_times.clear();
 
     rep.samples_file = file.path.string();
     rep.samples = file.samples.size();
@@ -360,11 +361,25 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
 
     // ---- collectives ----
     std::map<std::tuple<std::string, int, std::string>, std::pair<std::vector<double>, std::vector<double>>> coll;
+    // The measured curve itself (calibrated.collective_times): the median of the samples' medians
+    // at each size, which the simulator interpolates (docs/network.md, "Measured collective times");
+    // the alpha-beta fit below summarises it and sets the latency per ring step.
+    std::map<std::tuple<std::string, int, std::string, double>, std::vector<double>> at_size;
     for (const auto& s : file.samples) {
         if (s.desc.kind != OpKind::collective || !s.ok()) continue;
         auto& pts = coll[{s.desc.op, s.desc.group_size, s.desc.scope}];
         pts.first.push_back(s.desc.bytes * s.desc.bus_factor());
         pts.second.push_back(s.time.median);
+        if (s.desc.bytes >= 1.0 && s.time.median > 0)
+            at_size[{s.desc.op, s.desc.group_size, s.desc.scope, s.desc.bytes}].push_back(s.time.median);
+    }
+    for (auto& [key, times] : at_size) {
+        const auto& [op, g, scope, bytes] = key;
+        std::sort(times.begin(), times.end());
+        const std::size_t n = times.size();
+        const double med = n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+        p.collective_times.push_back(
+            model::CollectiveSample{op, g, scope, model::Bytes(bytes), model::Time::from_seconds(med)});
     }
     std::vector<double> hop_x, hop_t;
     for (const auto& [key, pts] : coll) {
@@ -533,7 +548,8 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
         replace("calibration.comm_residual", "largest relative error of the collective fits");
     }
 
-    if (!p.gemm_table.empty() || !p.memory_curve.empty() || !p.collectives.empty()) p.sources["calibrated"] = origin;
+    if (!p.gemm_table.empty() || !p.memory_curve.empty() || !p.collectives.empty() || !p.collective_times.empty())
+        p.sources["calibrated"] = origin;
     else p.sources.erase("calibrated");
     return res;
 }

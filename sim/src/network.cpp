@@ -90,6 +90,14 @@ CollectiveCost AnalyticNetwork::collective(CollectiveOp op, const GroupPlacement
     }
     const double bus = bus_factor(op, g.size) * bytes.value();
     const std::string scope = g.nodes > 1 ? "inter_node" : "intra_node";
+    // Measured times of this very group, inside their sizes.
+    if (const auto pts = measured_points(hw_, model::to_string(op), g.size, scope);
+        !pts.empty() && bytes.value() >= pts.front()->bytes.value() && bytes.value() <= pts.back()->bytes.value()) {
+        c.time = interpolate(pts, bytes.value());
+        c.busbw = Bandwidth(bus / c.time.seconds());
+        c.algorithm = "measured";
+        return c;
+    }
     for (const auto& cal : hw_.collectives) {
         if (cal.op == model::to_string(op) && cal.group_size == g.size && cal.scope == scope) {
             c.time = cal.curve.alpha + Time::from_seconds(bus / cal.curve.beta_bw.value());
@@ -102,14 +110,7 @@ CollectiveCost AnalyticNetwork::collective(CollectiveOp op, const GroupPlacement
     c.time = best.time;
     c.algorithm = to_string(best.algorithm);
     c.protocol = to_string(best.protocol);
-    const auto pts = measured_points(hw_, model::to_string(op), g.size, scope);
-    if (!pts.empty() && bytes.value() >= pts.front()->bytes.value() && bytes.value() <= pts.back()->bytes.value()) {
-        c.time = interpolate(pts, bytes.value());
-        c.algorithm = "measured";
-        c.protocol.clear();
-    } else if (const double r = measured_ratio(op, g, bytes); r != 1.0) {
-        c.time = Time::from_seconds(c.time.seconds() * r);
-    }
+    if (const double r = measured_ratio(op, g, bytes); r != 1.0) c.time = Time::from_seconds(c.time.seconds() * r);
     c.busbw = c.time > Time() ? Bandwidth(bus / c.time.seconds()) : best.busbw;
     return c;
 }
