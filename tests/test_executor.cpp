@@ -1,5 +1,6 @@
 // The step executor: sequencing, symmetric-rank reduction, pipeline bubbles and stuck runs.
 #include "fixtures.hpp"
+#include "scratch_dir.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/layout.hpp"
@@ -11,6 +12,7 @@
 #include "trainsim/sim/network.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <limits>
 
@@ -650,4 +652,39 @@ TEST_CASE("host launch counts follow each stack's model code", "[workload][host]
     const auto te = model::host_costs(model::HostDispatch::te);
     const auto graphs = model::host_costs(model::HostDispatch::graphs);
     CHECK(graphs.forward_launch < te.forward_launch);
+}
+
+TEST_CASE("Megatron-LM 2021's host cost per launch is the measured layer's host time over its kernels",
+          "[workload][host]") {
+    // bench/host-bench/epyc-2vcpu-torch1.13-cpu.json (scripts/host-bench): the layer's forward and
+    // backward host times; per kernel over the 19 forward and 43 backward kernels the legacy
+    // dispatch counts per layer, plus 2.5 us for cudaLaunchKernel (framework_profile.cpp).
+    const auto j = nlohmann::json::parse(
+        test::read_text(std::filesystem::path(TRAINSIM_SOURCE_DIR) / "bench/host-bench/epyc-2vcpu-torch1.13-cpu.json"));
+    const double fwd = j.at("median").at("layer_fwd_no_grad").get<double>();
+    const double bwd = j.at("median").at("layer_bwd").get<double>();
+    const auto hc = model::host_costs(model::HostDispatch::legacy);
+    CHECK(hc.forward_launch.seconds() == Approx(fwd / 19 + 2.5e-6).margin(0.1e-6));
+    CHECK(hc.backward_launch.seconds() == Approx(bwd / 43 + 2.5e-6).margin(0.1e-6));
+    // And the workload counts that many kernels per layer on that path (one micro-batch, no recompute).
+    auto plan = test::small_plan(1, 1, 1, 1, 1);
+    plan.model.layers = 1;
+    plan.parallel.host_dispatch = model::HostDispatch::legacy;
+    plan.parallel.attention = model::AttentionImpl::unfused;
+    plan.parallel.recompute = model::Recompute::none;
+    plan.parallel.sequence_parallel = false;
+    plan.training.seq_len = 1024;
+    const auto g = model::build_workload(plan);
+    long fwd_k = 0, bwd_k = 0;
+    for (const auto& op : g.stages[0].ops) {
+        const auto& p = g.protos[op.proto];
+        if (p.kind == model::OpKind::collective || p.kind == model::OpKind::send || p.kind == model::OpKind::recv) continue;
+        const bool layer = p.name.rfind("embed", 0) != 0 && p.name.rfind("lm_head", 0) != 0 &&
+                           p.name.rfind("cross_entropy", 0) != 0 && p.name != "final_ln" &&
+                           p.name.rfind("optimizer", 0) != 0 && p.name != "grad_norm";
+        if (!layer) continue;
+        (op.category == model::Category::backward ? bwd_k : fwd_k) += p.launches;
+    }
+    CHECK(fwd_k == 19);
+    CHECK(bwd_k == 43);
 }

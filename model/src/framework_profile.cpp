@@ -170,8 +170,20 @@ HostCosts host_costs(HostDispatch dispatch) {
     c.p2p_call = Time::us(20.0);
     switch (dispatch) {
         case HostDispatch::te:
-        case HostDispatch::legacy:
         case HostDispatch::eager:
+            break;
+        case HostDispatch::legacy:
+            // Measured (scripts/host-bench, bench/host-bench/epyc-2vcpu-torch1.13-cpu.json): a layer
+            // issued op by op as Megatron-LM's 2021 model code issues it, with tensors too small to
+            // compute anything, takes 0.50 ms of host time forward (its 19 kernels: 26 us each, the
+            // Python, modules, identity autograd Functions, TorchScript fusions and RNG-tracker fork
+            // around them included) and 1.0 ms for its backward (43 kernels: 23 us each), on a
+            // 2-vCPU AMD EPYC with PyTorch 1.13 (CPU tensors; medians of three runs). The micro-
+            // benchmarks above time one bare op; this code issues 2-3x more host work per kernel.
+            // The CUDA launch, which the CPU run does not include, adds 2.5 us (the dispatch-chain
+            // breakdown's 1-3 us for cudaLaunchKernel).
+            c.forward_launch = Time::us(28.5);
+            c.backward_launch = Time::us(25.7);
             break;
         case HostDispatch::compiled:
             // Inductor's generated wrapper launches its Triton kernels directly (no dispatcher or
