@@ -516,6 +516,18 @@ private:
         return fields;
     }
 
+    // A measured time: a positive duration within the bounds of one kernel or collective.
+    std::optional<Time> sample_time(const Field& f) {
+        auto t = detail::read_with_unit(f.value, f.value_site, "a duration", parse_duration, out_);
+        if (!t) return std::nullopt;
+        if (t->count_ps() <= 0) {
+            report(out_, f.value_site, "must be positive");
+            return std::nullopt;
+        }
+        if (!within(t->seconds(), kSampleTimeBounds, f.value_site, f.value)) return std::nullopt;
+        return t;
+    }
+
     void read_gemm_sample(const YAML::Node& item, const Site& at) {
         auto r = row(item, at, {"precision", "m", "n", "k", "time"});
         if (!r) return;
@@ -524,15 +536,8 @@ private:
         auto m = detail::read_int(f["m"].value, f["m"].value_site, 1, out_);
         auto n = detail::read_int(f["n"].value, f["n"].value_site, 1, out_);
         auto k = detail::read_int(f["k"].value, f["k"].value_site, 1, out_);
-        auto t = detail::read_with_unit(f["time"].value, f["time"].value_site, "a duration", parse_duration, out_);
-        bool time_ok = t.has_value();
-        if (time_ok && t->count_ps() <= 0) {
-            report(out_, f["time"].value_site, "must be positive");
-            time_ok = false;
-        }
-        time_ok = time_ok && within(t->seconds(), kSampleTimeBounds, f["time"].value_site, f["time"].value);
-        if (prec && m && n && k && time_ok)
-            p_.gemm_table.push_back(GemmSample{precision_of(*prec), *m, *n, *k, t.value()});
+        const auto t = sample_time(f["time"]);
+        if (prec && m && n && k && t) p_.gemm_table.push_back(GemmSample{precision_of(*prec), *m, *n, *k, *t});
     }
 
     void read_collective(const YAML::Node& item, const Site& at) {
@@ -562,14 +567,8 @@ private:
             bytes_ok = false;
         }
         bytes_ok = bytes_ok && within(b->value(), kCollectiveBytesBounds, f["bytes"].value_site, f["bytes"].value);
-        auto t = detail::read_with_unit(f["time"].value, f["time"].value_site, "a duration", parse_duration, out_);
-        bool time_ok = t.has_value();
-        if (time_ok && t->count_ps() <= 0) {
-            report(out_, f["time"].value_site, "must be positive");
-            time_ok = false;
-        }
-        time_ok = time_ok && within(t->seconds(), kSampleTimeBounds, f["time"].value_site, f["time"].value);
-        if (op && group_ok && scope && bytes_ok && time_ok)
+        const auto t = sample_time(f["time"]);
+        if (op && group_ok && scope && bytes_ok && t)
             p_.collective_times.push_back(CollectiveSample{*op, group.value_or(0), *scope, *b, *t});
     }
 
