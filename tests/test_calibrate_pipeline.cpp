@@ -235,7 +235,7 @@ TEST_CASE("two measure runs into one folder: the second is refused naming the fi
     resume_args.emplace_back("--resume"); // past the "already holds samples" check: the lock refuses it
     const auto second = test::run_child(TRAINSIM_CALIBRATE_EXE, resume_args, dir.path());
     CHECK(second.exit_code == 2);
-    CHECK_THAT(second.err, Catch::Matchers::Contains("another measure is writing to this directory") &&
+    CHECK_THAT(second.err, Catch::Matchers::Contains("another measure or import is writing to this directory") &&
                                Catch::Matchers::Contains(fmt::format("pid {} on host", static_cast<long>(first))));
     CHECK(test::complete_lines(samples) == at_stop); // the second wrote nothing
     REQUIRE(::kill(first, SIGCONT) == 0);

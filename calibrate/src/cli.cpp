@@ -3,6 +3,7 @@
 #include "trainsim/calibrate/calibrate_error.hpp"
 #include "trainsim/calibrate/cpu_backend.hpp"
 #include "trainsim/calibrate/fit.hpp"
+#include "trainsim/calibrate/import.hpp"
 #include "trainsim/calibrate/measure.hpp"
 #include "trainsim/calibrate/plan.hpp"
 #include "trainsim/calibrate/rendezvous.hpp"
@@ -409,10 +410,150 @@ int run_show(const std::string& file, const std::string& vs, const std::string& 
     return kExitOk;
 }
 
+struct ImportArgs {
+    std::vector<std::string> files;
+    std::string out, op;
+    int group_size = 0, nodes = 0;  // 0: not given
+    bool append = false, force = false, json = false;
+};
+
+ImportMode import_mode(const ImportArgs& a) {
+    return a.force ? ImportMode::force : a.append ? ImportMode::append : ImportMode::create;
+}
+
+// What every import records in DIR/run.json (or run-N.json).
+json import_run_info(const char* tool, int argc, char** argv) {
+    json info;
+    info["tool"] = std::string("trainsim-calibrate ") + tool;
+    info["plan"] = tool;  // a later `measure --resume` here is refused: not a plan's run
+    info["command_line"] = join_args(argc, argv);
+    info["started_at"] = utc_now();
+    info["host"] = host_name();
+    return info;
+}
+
+std::string fit_hint(const fs::path& dir, const std::string& device) {
+    const std::string base = guess_base(device);
+    return fmt::format("Fit it with: trainsim-calibrate fit {} --base {} --out PROFILE.yaml\n", dir.string(),
+                       base.empty() ? "ID" : base);
+}
+
+// `import nccl-tests`: every file parsed first; nothing is written unless all of them read cleanly.
+int run_import_nccl(const ImportArgs& a, int argc, char** argv) {
+    NcclTestsOptions opts;
+    opts.op = a.op;
+    if (a.group_size > 0) opts.group_size = a.group_size;
+    if (a.nodes > 0) opts.nodes = a.nodes;
+    std::vector<NcclTestsLog> logs;
+    std::vector<model::Diagnostic> problems;
+    for (const auto& f : a.files) {
+        try {
+            logs.push_back(parse_nccl_tests_log(read_import_file(f), f, opts));
+        } catch (const CalibrationInputError& e) {
+            problems.insert(problems.end(), e.diagnostics().begin(), e.diagnostics().end());
+            continue;
+        }
+        problems.insert(problems.end(), logs.back().problems.begin(), logs.back().problems.end());
+    }
+    if (!problems.empty()) throw CalibrationInputError(std::move(problems));
+    std::vector<std::vector<Sample>> per_file;
+    for (const auto& l : logs) per_file.push_back(l.samples);
+    std::vector<std::size_t> replaced;
+    const auto samples = merge_imported(per_file, &replaced);
+
+    json info = import_run_info("import nccl-tests", argc, argv);
+    info["backend"] = "nccl-tests";
+    info["ranks"] = logs.front().group_size;
+    std::string device;
+    for (const auto& l : logs)
+        if (device.empty()) device = l.gpu;
+    json files = json::array();
+    for (std::size_t i = 0; i < logs.size(); ++i) {
+        json j = to_json(logs[i]);
+        j["replaced_earlier"] = replaced[i];
+        files.push_back(std::move(j));
+    }
+    info["files"] = files;
+    info["provenance"] = {{"device", device}, {"source", "nccl-tests logs"}};
+    const ImportWrite w = write_imported_samples(a.out, samples, import_mode(a), info);
+
+    if (a.json) {
+        json j;
+        j["files"] = files;
+        j["samples"] = w.written;
+        j["kept"] = w.kept;
+        j["out"] = w.samples.string();
+        j["run_info"] = w.run_info.string();
+        std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+        return kExitOk;
+    }
+    for (std::size_t i = 0; i < logs.size(); ++i) {
+        std::cout << format_summary(logs[i]);
+        if (replaced[i] > 0)
+            std::cout << fmt::format("  {} sizes replace those of an earlier file (the later file wins)\n",
+                                     replaced[i]);
+    }
+    std::cout << fmt::format("Wrote {} samples to {}{} (provenance in {})\n", w.written, w.samples.string(),
+                             w.kept > 0 ? fmt::format(" after the {} already there", w.kept) : "", w.run_info.string())
+              << fit_hint(a.out, device);
+    return kExitOk;
+}
+
+int run_import_gemm(const ImportArgs& a, int argc, char** argv) {
+    std::vector<GemmCsv> csvs;
+    std::vector<model::Diagnostic> problems;
+    for (const auto& f : a.files) {
+        try {
+            csvs.push_back(parse_gemm_csv(read_import_file(f), f));
+        } catch (const CalibrationInputError& e) {
+            problems.insert(problems.end(), e.diagnostics().begin(), e.diagnostics().end());
+            continue;
+        }
+        problems.insert(problems.end(), csvs.back().problems.begin(), csvs.back().problems.end());
+    }
+    if (!problems.empty()) throw CalibrationInputError(std::move(problems));
+    std::vector<std::vector<Sample>> per_file;
+    for (const auto& c : csvs) per_file.push_back(c.samples);
+    std::vector<std::size_t> replaced;
+    const auto samples = merge_imported(per_file, &replaced);
+
+    json info = import_run_info("import gemm", argc, argv);
+    info["backend"] = "gemm-csv";
+    json files = json::array();
+    for (std::size_t i = 0; i < csvs.size(); ++i) {
+        json j = to_json(csvs[i]);
+        j["replaced_earlier"] = replaced[i];
+        files.push_back(std::move(j));
+    }
+    info["files"] = files;
+    const ImportWrite w = write_imported_samples(a.out, samples, import_mode(a), info);
+    if (a.json) {
+        json j;
+        j["files"] = files;
+        j["samples"] = w.written;
+        j["kept"] = w.kept;
+        j["out"] = w.samples.string();
+        j["run_info"] = w.run_info.string();
+        std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+        return kExitOk;
+    }
+    for (std::size_t i = 0; i < csvs.size(); ++i) {
+        std::cout << format_summary(csvs[i]);
+        if (replaced[i] > 0)
+            std::cout << fmt::format("  {} GEMMs replace those of an earlier file (the later file wins)\n",
+                                     replaced[i]);
+    }
+    std::cout << fmt::format("Wrote {} samples to {}{} (provenance in {})\n", w.written, w.samples.string(),
+                             w.kept > 0 ? fmt::format(" after the {} already there", w.kept) : "", w.run_info.string())
+              << fit_hint(a.out, "");
+    return kExitOk;
+}
+
 } // namespace
 
 int run_cli(int argc, char** argv, const CudaEntry& cuda) {
-    CLI::App app{"trainsim-calibrate: measure a node (GEMMs, attention, memory, collectives) and fit a hardware profile"};
+    CLI::App app{
+        "trainsim-calibrate: measure a node (GEMMs, attention, memory, collectives) and fit a hardware profile"};
     app.require_subcommand(1);
 
     MeasureArgs m;
@@ -439,9 +580,11 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
     auto* fit_cmd = app.add_subcommand("fit", "fit DIR/samples.jsonl into a hardware profile");
     fit_cmd->add_option("DIR", f.dir, "run directory written by measure")->required();
     fit_cmd->add_option("--out", f.out, "profile YAML to write")->required();
-    fit_cmd->add_option("--base", f.base, "datasheet profile to start from: id or path (default: from the device name)");
+    fit_cmd->add_option("--base", f.base,
+                        "datasheet profile to start from: id or path (default: from the device name)");
     fit_cmd->add_flag("--force", f.force, "overwrite an existing profile");
-    fit_cmd->add_option("--map", f.maps, "enter measured element type as a profile precision, e.g. fp32=bf16 (CPU runs)");
+    fit_cmd->add_option("--map", f.maps,
+                        "enter measured element type as a profile precision, e.g. fp32=bf16 (CPU runs)");
     fit_cmd->add_option("--id", f.id, "id of the written profile (default: the output file's stem)");
     fit_cmd->add_option("--name", f.name, "name of the written profile (default: '<base name> (calibrated)')");
     fit_cmd->add_option("--data-dir", f.data_dir, "folder with hardware/ (default: $TRAINSIM_DATA_DIR or scenarios/)");
@@ -455,6 +598,28 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
     show_cmd->add_option("--data-dir", show_data, "folder with hardware/");
     show_cmd->add_flag("--json", show_json, "print JSON");
 
+    ImportArgs im;
+    auto* import_cmd = app.add_subcommand("import", "turn other tools' measurements into DIR/samples.jsonl for fit");
+    import_cmd->require_subcommand(1);
+    auto add_common = [&im](CLI::App* cmd) {
+        cmd->add_option("--out", im.out, "run directory to write samples.jsonl (and run.json) into")->required();
+        auto* append = cmd->add_flag("--append", im.append, "add to an existing DIR/samples.jsonl");
+        cmd->add_flag("--force", im.force, "replace an existing DIR/samples.jsonl")->excludes(append);
+        cmd->add_flag("--json", im.json, "print the import summary as JSON");
+    };
+    auto* nccl_cmd = import_cmd->add_subcommand("nccl-tests", "import nccl-tests text logs (*_perf output)");
+    nccl_cmd->add_option("FILE", im.files, "nccl-tests logs (text, as printed on stdout)")->required();
+    nccl_cmd->add_option("--op", im.op, "all_reduce | all_gather | reduce_scatter | all_to_all | send_recv (default: "
+                                        "from the log, its file name or busbw / algbw)");
+    nccl_cmd->add_option("--group-size", im.group_size, "ranks of the collective (default: the log's Rank lines)")
+        ->check(CLI::PositiveNumber);
+    nccl_cmd->add_option("--nodes", im.nodes, "hosts the ranks span (default: the hosts of the Rank lines)")
+        ->check(CLI::PositiveNumber);
+    add_common(nccl_cmd);
+    auto* gemm_cmd = import_cmd->add_subcommand("gemm", "import a GEMM sweep CSV (m,n,k,dtype,time)");
+    gemm_cmd->add_option("CSV", im.files, "CSV files with the header m,n,k,dtype,time")->required();
+    add_common(gemm_cmd);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -463,6 +628,8 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
     }
     if (*measure_cmd) return run_measure(m, argc, argv, cuda);
     if (*fit_cmd) return run_fit(f);
+    if (*nccl_cmd) return run_import_nccl(im, argc, argv);
+    if (*gemm_cmd) return run_import_gemm(im, argc, argv);
     return run_show(show_file, show_vs, show_data, show_json);
 }
 

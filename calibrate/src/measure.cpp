@@ -60,12 +60,7 @@ TimeStats time_op(Backend& backend, PreparedOp& op, const Descriptor& d) {
     return summarize(std::move(per_call), calls);
 }
 
-namespace {
-
-// The exclusive lock of a run directory: flock on DIR/.lock (released by the kernel when the
-// process ends, also when it is killed, so a crash never leaves the folder locked), with the
-// holder's pid, host and start time written in the file for the one who is refused.
-std::shared_ptr<const int> lock_run_dir(const fs::path& dir) {
+std::shared_ptr<const int> lock_run_dir(const fs::path& dir, std::string_view who) {
     const fs::path file = dir / ".lock";
     const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -79,15 +74,15 @@ std::shared_ptr<const int> lock_run_dir(const fs::path& dir) {
         ::close(fd);
         if (err == EWOULDBLOCK)
             throw CalibrationInputError(
-                dir.string(), fmt::format("another measure is writing to this directory ({}): wait for it to finish, "
-                                          "or use another --out",
+                dir.string(), fmt::format("another measure or import is writing to this directory ({}): wait for it to "
+                                          "finish, or use another --out",
                                           holder.empty() ? "its pid is not recorded" : holder));
         throw CalibrationInputError(file.string(), fmt::format("cannot lock: {}", std::strerror(err)));
     }
     std::array<char, 256> host{};
     if (::gethostname(host.data(), host.size() - 1) != 0) host = {};
-    const std::string me = fmt::format("pid {} on host {}, since {}\n", static_cast<long>(::getpid()),
-                                       host[0] != '\0' ? host.data() : "?", utc_now());
+    const std::string me = fmt::format("pid {} on host {}, since {} ({})\n", static_cast<long>(::getpid()),
+                                       host[0] != '\0' ? host.data() : "?", utc_now(), who);
     if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
         // The lock holds without the note; only the refusal message is poorer.
     }
@@ -97,7 +92,6 @@ std::shared_ptr<const int> lock_run_dir(const fs::path& dir) {
     });
 }
 
-} // namespace
 
 RunDir open_run_dir(const fs::path& dir, bool resume, bool repair) {
     RunDir run;
@@ -106,7 +100,7 @@ RunDir open_run_dir(const fs::path& dir, bool resume, bool repair) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) throw CalibrationInputError(dir.string(), "cannot create the output directory: " + ec.message());
-    if (repair) run.lock = lock_run_dir(dir); // before reading: a second writer must not repair or append
+    if (repair) run.lock = lock_run_dir(dir, "measure"); // before reading: a second writer must not repair or append
     const bool has_samples = fs::exists(run.samples, ec) && fs::file_size(run.samples, ec) > 0;
     if (!resume && has_samples)
         throw CalibrationInputError(run.samples.string(),

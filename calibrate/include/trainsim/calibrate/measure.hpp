@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainsim::calibrate {
@@ -32,6 +33,12 @@ struct RunDir {
     // lives; empty for the ranks that only read.
     std::shared_ptr<const int> lock;
 };
+
+// The exclusive lock of a run directory, taken by every writer (measure, import): flock on
+// DIR/.lock, released by the kernel when the process ends (also when it is killed, so a crash
+// never leaves the folder locked), with the holder's pid, host, start time and `who` written in
+// the file. A second writer is refused (CalibrationInputError) naming the holder.
+[[nodiscard]] std::shared_ptr<const int> lock_run_dir(const std::filesystem::path& dir, std::string_view who);
 
 // Prepares DIR for measuring. Without resume, DIR must not hold samples yet (CalibrationInputError:
 // "use --resume or another --out"). With resume, reads the keys already measured; `repair` (the
