@@ -439,6 +439,32 @@ std::string fit_hint(const fs::path& dir, const std::string& device) {
 }
 
 // `import nccl-tests`: every file parsed first; nothing is written unless all of them read cleanly.
+// What an import wrote: the JSON summary, or each file's summary and where the samples went.
+template <class Parsed>
+int report_import(const ImportArgs& a, const std::vector<Parsed>& parsed, const std::vector<std::size_t>& replaced,
+                  const ImportWrite& w, const json& files, std::string_view what, const std::string& device) {
+    if (a.json) {
+        json j;
+        j["files"] = files;
+        j["samples"] = w.written;
+        j["kept"] = w.kept;
+        j["out"] = w.samples.string();
+        j["run_info"] = w.run_info.string();
+        std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+        return kExitOk;
+    }
+    for (std::size_t i = 0; i < parsed.size(); ++i) {
+        std::cout << format_summary(parsed[i]);
+        if (replaced[i] > 0)
+            std::cout << fmt::format("  {} {} replace those of an earlier file (the later file wins)\n", replaced[i],
+                                     what);
+    }
+    std::cout << fmt::format("Wrote {} samples to {}{} (provenance in {})\n", w.written, w.samples.string(),
+                             w.kept > 0 ? fmt::format(" after the {} already there", w.kept) : "", w.run_info.string())
+              << fit_hint(a.out, device);
+    return kExitOk;
+}
+
 int run_import_nccl(const ImportArgs& a, int argc, char** argv) {
     NcclTestsOptions opts;
     opts.op = a.op;
@@ -476,27 +502,7 @@ int run_import_nccl(const ImportArgs& a, int argc, char** argv) {
     info["files"] = files;
     info["provenance"] = {{"device", device}, {"source", "nccl-tests logs"}};
     const ImportWrite w = write_imported_samples(a.out, samples, import_mode(a), info);
-
-    if (a.json) {
-        json j;
-        j["files"] = files;
-        j["samples"] = w.written;
-        j["kept"] = w.kept;
-        j["out"] = w.samples.string();
-        j["run_info"] = w.run_info.string();
-        std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-        return kExitOk;
-    }
-    for (std::size_t i = 0; i < logs.size(); ++i) {
-        std::cout << format_summary(logs[i]);
-        if (replaced[i] > 0)
-            std::cout << fmt::format("  {} sizes replace those of an earlier file (the later file wins)\n",
-                                     replaced[i]);
-    }
-    std::cout << fmt::format("Wrote {} samples to {}{} (provenance in {})\n", w.written, w.samples.string(),
-                             w.kept > 0 ? fmt::format(" after the {} already there", w.kept) : "", w.run_info.string())
-              << fit_hint(a.out, device);
-    return kExitOk;
+    return report_import(a, logs, replaced, w, files, "sizes", device);
 }
 
 int run_import_gemm(const ImportArgs& a, int argc, char** argv) {
@@ -527,26 +533,7 @@ int run_import_gemm(const ImportArgs& a, int argc, char** argv) {
     }
     info["files"] = files;
     const ImportWrite w = write_imported_samples(a.out, samples, import_mode(a), info);
-    if (a.json) {
-        json j;
-        j["files"] = files;
-        j["samples"] = w.written;
-        j["kept"] = w.kept;
-        j["out"] = w.samples.string();
-        j["run_info"] = w.run_info.string();
-        std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-        return kExitOk;
-    }
-    for (std::size_t i = 0; i < csvs.size(); ++i) {
-        std::cout << format_summary(csvs[i]);
-        if (replaced[i] > 0)
-            std::cout << fmt::format("  {} GEMMs replace those of an earlier file (the later file wins)\n",
-                                     replaced[i]);
-    }
-    std::cout << fmt::format("Wrote {} samples to {}{} (provenance in {})\n", w.written, w.samples.string(),
-                             w.kept > 0 ? fmt::format(" after the {} already there", w.kept) : "", w.run_info.string())
-              << fit_hint(a.out, "");
-    return kExitOk;
+    return report_import(a, csvs, replaced, w, files, "GEMMs", "");
 }
 
 } // namespace
