@@ -134,6 +134,23 @@ TEST_CASE("validate --json --row reports just those rows with the issue's fields
     }
     CHECK(j.at("rows")[0].at("id") == "14");
     CHECK(j.at("rows")[1].at("id") == "40");
+    // Each simulated row carries its step: the breakdown's categories add up to the step time
+    // (comm_slowdown_s is part of the compute categories, not beside them), and the throughput is
+    // global_batch x seq_len / (step_time x num_gpus) with the row's cells: row 14 is 1536 x 2048
+    // tokens on 384 GPUs, row 40 128 x 4096 on 8.
+    const std::pair<double, double> tokens_gpus[] = {{1536.0 * 2048.0, 384.0}, {128.0 * 4096.0, 8.0}};
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto& row = j.at("rows")[i];
+        const double step = row.at("step_time_s").get<double>();
+        REQUIRE(step > 0.0);
+        double sum = 0.0;
+        for (const auto& [k, v] : row.at("breakdown").items())
+            if (k != "comm_slowdown_s") sum += v.get<double>();
+        CHECK(sum == Approx(step).epsilon(1e-9));
+        CHECK(row.at("host_busy_s").get<double>() > 0.0);
+        CHECK(row.at("predicted_tokens_per_s_per_gpu").get<double>() ==
+              Approx(tokens_gpus[i].first / (step * tokens_gpus[i].second)).epsilon(1e-9));
+    }
     CHECK(j.at("summary").at("n") == 2);
     CHECK(run_trainsim("validate '" + csv.string() + "' --json --row 9999").rc == 2);
 }

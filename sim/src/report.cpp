@@ -14,6 +14,15 @@ namespace trainsim::sim {
 using model::to_gib;
 using nlohmann::json;
 
+json breakdown_json(const StepBreakdown& b) {
+    return json{{"forward_s", b.forward.seconds()},        {"backward_s", b.backward.seconds()},
+                {"recompute_s", b.recompute.seconds()},    {"optimizer_s", b.optimizer.seconds()},
+                {"tp_exposed_s", b.tp_exposed.seconds()},  {"cp_exposed_s", b.cp_exposed.seconds()},
+                {"dp_exposed_s", b.dp_exposed.seconds()},  {"pp_exposed_s", b.pp_exposed.seconds()},
+                {"pipeline_bubble_s", b.bubble.seconds()}, {"comm_slowdown_s", b.slowdown.seconds()},
+                {"host_bound_s", b.host_bound.seconds()}};
+}
+
 namespace {
 
 json memory_json(const model::MemoryBreakdown& m, Bytes capacity) {
@@ -30,14 +39,6 @@ json memory_json(const model::MemoryBreakdown& m, Bytes capacity) {
                 {"inflight_microbatches", m.inflight_microbatches}};
 }
 
-json breakdown_json(const StepBreakdown& b) {
-    return json{{"forward_s", b.forward.seconds()},        {"backward_s", b.backward.seconds()},
-                {"recompute_s", b.recompute.seconds()},    {"optimizer_s", b.optimizer.seconds()},
-                {"tp_exposed_s", b.tp_exposed.seconds()},  {"cp_exposed_s", b.cp_exposed.seconds()},
-                {"dp_exposed_s", b.dp_exposed.seconds()},  {"pp_exposed_s", b.pp_exposed.seconds()},
-                {"pipeline_bubble_s", b.bubble.seconds()}, {"comm_slowdown_s", b.slowdown.seconds()},
-                {"host_bound_s", b.host_bound.seconds()}};
-}
 
 std::string money(double v, const std::string& cur) {
     if (v >= 1e6) return fmt::format("{:.2f} M {}", v / 1e6, cur);

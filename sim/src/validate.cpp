@@ -4,6 +4,7 @@
 #include "trainsim/sim/estimate.hpp"
 #include "trainsim/sim/parallel_for.hpp"
 #include "trainsim/sim/plan_search.hpp"
+#include "trainsim/sim/report.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -244,6 +245,12 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
             return;
         }
         r.predicted = e.tokens_per_s_per_gpu;
+        if (e.step) {
+            r.has_step = true;
+            r.step_time_s = e.step->step_time.seconds();
+            r.host_busy_s = e.step->host_busy.seconds();
+            r.breakdown = e.step->breakdown;
+        }
         r.regime = regime_of(plan);
         r.features = features_of(plan);
         if (row.kind == "end_to_end") {
@@ -360,6 +367,11 @@ nlohmann::json report_json(const ValidationReport& r) {
             j["predicted_tokens_per_s_per_gpu"] = x.predicted;
             j["error_pct"] = x.error_pct;
             j["regime"] = x.regime.key();
+            if (x.has_step) {
+                j["step_time_s"] = x.step_time_s;
+                j["host_busy_s"] = x.host_busy_s;
+                j["breakdown"] = breakdown_json(x.breakdown);
+            }
             if (x.has_band) {
                 j["predicted_p10"] = x.predicted_p10;
                 j["predicted_p90"] = x.predicted_p90;

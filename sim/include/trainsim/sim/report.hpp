@@ -18,6 +18,8 @@ struct PlanResult {
 };
 
 [[nodiscard]] nlohmann::json plan_json(const model::Plan& plan, const RunEstimate& e);
+// The step-time breakdown as it appears in plan_json's "breakdown" (seconds per category).
+[[nodiscard]] nlohmann::json breakdown_json(const StepBreakdown& b);
 // One plan: the plan object itself; several: {"plans": [...]}.
 [[nodiscard]] nlohmann::json results_json(const std::vector<PlanResult>& results);
 

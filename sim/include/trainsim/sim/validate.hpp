@@ -2,6 +2,7 @@
 #pragma once
 
 #include "trainsim/model/validation_set.hpp"
+#include "trainsim/sim/executor.hpp"
 #include "trainsim/sim/trust.hpp"
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,11 @@ struct RowResult {
     bool has_band = false;
     double predicted_p10 = 0, predicted_p90 = 0; // tokens/s/GPU
     std::vector<std::string> out_of_domain;
+    // The simulated step behind `predicted` (rows that were simulated): its time, where it went,
+    // and the host thread's busy time, so a row's error can be read against its causes.
+    bool has_step = false;
+    double step_time_s = 0, host_busy_s = 0;
+    StepBreakdown breakdown;
 };
 
 struct ErrorStats {
