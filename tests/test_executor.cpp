@@ -620,6 +620,55 @@ TEST_CASE("the host issues kernels in order: short kernels wait for it, long one
     }
 }
 
+TEST_CASE("a layer that waits for the GPU before its MLP: the MLP is issued after everything before it ran",
+          "[executor][host]") {
+    // Megatron-DeepSpeed's torch.tensor(0.0, device=...) scalars (Parallel::host_sync_layer):
+    // one blocking op per layer forward and per recompute, between the post-attention LayerNorm
+    // and fc1, two host launches; none in the backward pass.
+    auto plan = test::small_plan(2, 1, 1, 4, 1);
+    plan.parallel.host_dispatch = model::HostDispatch::legacy;
+    plan.parallel.recompute = model::Recompute::full;
+    plan.parallel.sequence_parallel = false;
+    plan.parallel.host_sync_layer = true;
+    const auto g = model::build_workload(plan);
+    const auto& ops = g.stages[0].ops;
+    const int passes = plan.grad_accum() * plan.model.layers * 2; // forward + recompute
+    int syncs = 0;
+    for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
+        const auto& p = g.protos[ops[i].proto];
+        if (p.name != "layer_scalar_sync") continue;
+        ++syncs;
+        CHECK(p.host_sync);
+        CHECK(p.launches == 2);
+        CHECK(ops[i].stream == model::Stream::compute);
+        CHECK(ops[i].category != model::Category::backward);
+        CHECK(g.protos[ops[i - 1].proto].name == "residual_ln2");
+        CHECK(g.protos[ops[i + 1].proto].name == "fc1");
+    }
+    CHECK(syncs == passes);
+    // In the executor fc1 is issued by the host only once the sync op (and, stream-ordered, the
+    // attention block and its TP all-reduce before it) has run on the GPU.
+    const sim::ComputeCost cc(plan.hardware);
+    sim::ExecOptions opt;
+    opt.record_trace = true;
+    const auto r = sim::execute_step(plan, g, cc, sim::plan_network(plan), opt);
+    std::vector<const sim::TraceEvent*> by_op(ops.size(), nullptr);
+    for (const auto& e : r.trace)
+        if (e.rank == 0) by_op[e.op] = &e;
+    int checked = 0;
+    for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
+        if (g.protos[ops[i].proto].name != "layer_scalar_sync") continue;
+        REQUIRE(by_op[i] != nullptr);
+        REQUIRE(by_op[i + 1] != nullptr);
+        CHECK(by_op[i + 1]->host_start >= by_op[i]->end);
+        ++checked;
+    }
+    CHECK(checked == passes);
+    // And the host's wait costs time: the same plan without it is faster.
+    plan.parallel.host_sync_layer = false;
+    CHECK(run(plan).step_time < r.step_time);
+}
+
 TEST_CASE("backward kernels are issued by the autograd engine at its own launch cost", "[executor][host]") {
     auto plan = one_gpu_plan();
     plan.parallel.host_dispatch = model::HostDispatch::legacy;

@@ -33,6 +33,15 @@ bool nemo_1_era(const std::string& fw) {
     if (!v) return false;
     return v->first < 24 || (v->first == 24 && v->second <= 7);
 }
+// Megatron-DeepSpeed's own layer code: microsoft/Megatron-DeepSpeed's MoE-capable
+// ParallelTransformerLayer (2022 on; named by year or unversioned, taken as current). BigScience's
+// fork (bigscience-workshop/Megatron-DeepSpeed, the BLOOM runs) kept Megatron-LM's layer, whose
+// forward makes no tensor from a Python scalar (megatron/model/transformer.py at 06dc2d7).
+bool megatron_deepspeed_moe_layer(const std::string& fw) {
+    if (fw.find("bigscience") != std::string::npos) return false;
+    const auto v = version_after(fw, "megatron-deepspeed");
+    return !v || v->first >= 2022;
+}
 // `fw` names `family`, bare or followed by a release or a remark after a separator ("nemo",
 // "nemo-24.07", "llm-foundry/composer"): any character but a letter or digit ends the name.
 bool in_family(const std::string& fw, std::string_view family) {
@@ -117,6 +126,7 @@ constexpr Behaviour kBehaviours[] = {
     {"parallel.pp_scatter_gather", copy_member<&Parallel::pp_scatter_gather>},
     {"parallel.fused_optimizer", copy_member<&Parallel::fused_optimizer>},
     {"parallel.host_sync_p2p", copy_member<&Parallel::host_sync_p2p>},
+    {"parallel.host_sync_layer", copy_member<&Parallel::host_sync_layer>},
 };
 } // namespace
 
@@ -249,6 +259,14 @@ FrameworkProfile framework_profile(const std::string& written) {
             "Megatron-DeepSpeed: Megatron-LM 2021 model code (unfused attention, dropout 0.1, no SP, full "
             "recompute of every layer) on DeepSpeed's pipeline engine (1F1B, not interleaved; gradients "
             "reduced after the last micro-batch; blocking pipeline sends)";
+        // microsoft/Megatron-DeepSpeed megatron/model/transformer.py (at 066632b, 2022, and still at
+        // 1e3fc81, 2023): ParallelTransformerLayer.forward runs `moe_loss = torch.tensor(0.0,
+        // device=...)` and `mlp_bias = torch.tensor(0.0, device=...)` before its MLP on every call,
+        // dense models included: two blocking host-to-device copies per layer forward and recompute.
+        if (megatron_deepspeed_moe_layer(fw)) {
+            f.parallel.host_sync_layer = true;
+            f.why += "; the host waits for the GPU before each layer's MLP (torch.tensor scalars on the device)";
+        }
     } else if (in_family(fw, "deepspeed")) {
         // DeepSpeed ZeRO-3 with overlap_comm and parameter prefetching (its defaults).
         f.parallel.sharding = Sharding::zero3;

@@ -291,6 +291,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         enum_key<B, HostDispatch>("parallel.host_dispatch",
                                   [](B& b) -> HostDispatch& { return b.plan.parallel.host_dispatch; }),
         bool_key<B>("parallel.host_sync_p2p", [](B& b) -> bool& { return b.plan.parallel.host_sync_p2p; }),
+        bool_key<B>("parallel.host_sync_layer", [](B& b) -> bool& { return b.plan.parallel.host_sync_layer; }),
         bool_key<B>("parallel.fp8_params", [](B& b) -> bool& { return b.plan.parallel.fp8_params; }),
         bool_key<B>("parallel.master_param_remainders",
                     [](B& b) -> bool& { return b.plan.parallel.master_param_remainders; }),

@@ -141,6 +141,9 @@ std::vector<KeySpec> make_table() {
         key("parallel.host_sync_p2p", "bool", "", "false",
             "The host waits for every pipeline send / receive to finish (Megatron-LM 2021-22's "
             "torch.cuda.synchronize() after batch_isend_irecv)"),
+        key("parallel.host_sync_layer", "bool", "", "false",
+            "The host waits for the GPU once per layer forward and recompute, before the MLP (Megatron-DeepSpeed's "
+            "torch.tensor(0.0, device=...) for moe_loss / mlp_bias: a blocking host-to-device copy)"),
         one_of("parallel.order", spellings<RankOrder>(6), "tp-cp-dp-pp",
                "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",

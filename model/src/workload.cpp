@@ -187,6 +187,7 @@ LayerLaunches layer_launches(HostDispatch d, CrossEntropy ce) {
 struct LayerProtos {
     ProtoId ln1, rope, attn_fwd, attn_bwd, qkv, qkv_dgrad, qkv_wgrad, out, out_dgrad, out_wgrad;
     ProtoId res_ln2, act, fc1, fc1_dgrad, fc1_wgrad, fc2, fc2_dgrad, fc2_wgrad, residual;
+    ProtoId scalar_sync = 0;  // parallel.host_sync_layer: the blocking scalar copies before the MLP
     ProtoId ln1_bwd, ln2_bwd, act_bwd, rope_bwd;
     ProtoId fp8_cast_fwd = 0, fp8_cast_bwd = 0;
     // Selective recompute of alternate matmuls: the rebuilt wk and w3 (fc2 without a gate).
@@ -409,6 +410,14 @@ private:
         const double mask = p_.dropout ? 1.0 : 0.0;
         L.res_ln2 =
             memory("residual_ln2", Ts * hd * (3.0 * kActBytes + (eager ? eb.norm_fwd : kActBytes + norm_out) + mask));
+        if (p_.host_sync_layer) {
+            // Megatron-DeepSpeed's two torch.tensor(0.0, device=...) before the MLP: two 2-byte
+            // host-to-device copies on the compute stream, each a launch on the host, after which
+            // the host waits until the stream has drained (Parallel::host_sync_layer).
+            L.scalar_sync = memory("layer_scalar_sync", 2.0 * kActBytes);
+            g_.protos[L.scalar_sync].launches = 2;
+            g_.protos[L.scalar_sync].host_sync = true;
+        }
         L.fc1 = gemm("fc1", T, fc1_n, h, gp);
         L.act = memory(gated ? "swiglu" : (m_.ffn_type == FfnType::gelu ? "gelu" : "relu2"),
                        Td * fd * (eager ? eb.act_fwd : (gated ? 2.0 : 1.0) * kActBytes + norm_out));
@@ -649,6 +658,7 @@ private:
         tp_collective(st, L.attn_comm.fwd_reduce, mb, chunk, Side::after_gemm);
         tp_tail(st, L.attn_comm.fwd_reduce_tail, mb, chunk);
         compute_tracked(st, L.res_ln2, cat, mb, chunk);
+        if (L.scalar_sync != 0) compute_tracked(st, L.scalar_sync, cat, mb, chunk);
         tp_collective(st, L.mlp_comm.fwd_gather, mb, chunk, Side::before_gemm);
         fetch_module(st, 2, mb, chunk);
         compute_tracked(st, L.fc1, cat, mb, chunk);

@@ -162,6 +162,15 @@ struct Parallel {
     // p2p_communication: torch.cuda.synchronize() after batch_isend_irecv, "to protect against
     // race condition when using batch_isend_irecv()").
     bool host_sync_p2p = false;
+    // The host waits for the GPU once per transformer-layer forward (and recompute), before the
+    // MLP: Megatron-DeepSpeed's ParallelTransformerLayer.forward builds `moe_loss` and `mlp_bias`
+    // with torch.tensor(0.0, device=...) on every call, MoE or not (microsoft/Megatron-DeepSpeed
+    // megatron/model/transformer.py, 2022 on). A tensor made from a Python scalar on a CUDA device
+    // is a blocking host-to-device copy (PyTorch's copy_ without non_blocking: cudaMemcpyAsync and
+    // cudaStreamSynchronize, aten/src/ATen/native/cuda/Copy.cu memcpy_and_sync), so the host stops
+    // until the compute stream has run everything queued, the attention block's TP all-reduce
+    // included (ProcessGroupNCCL makes the compute stream wait for it).
+    bool host_sync_layer = false;
     RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.
