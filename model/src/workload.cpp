@@ -187,7 +187,7 @@ LayerLaunches layer_launches(HostDispatch d, CrossEntropy ce) {
 struct LayerProtos {
     ProtoId ln1, rope, attn_fwd, attn_bwd, qkv, qkv_dgrad, qkv_wgrad, out, out_dgrad, out_wgrad;
     ProtoId res_ln2, act, fc1, fc1_dgrad, fc1_wgrad, fc2, fc2_dgrad, fc2_wgrad, residual;
-    ProtoId scalar_sync = 0;  // parallel.host_sync_layer: the blocking scalar copies before the MLP
+    ProtoId scalar_sync = 0; // parallel.host_sync_layer: the blocking scalar copies before the MLP
     ProtoId ln1_bwd, ln2_bwd, act_bwd, rope_bwd;
     ProtoId fp8_cast_fwd = 0, fp8_cast_bwd = 0;
     // Selective recompute of alternate matmuls: the rebuilt wk and w3 (fc2 without a gate).
