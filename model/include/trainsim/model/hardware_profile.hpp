@@ -6,6 +6,7 @@
 #include "trainsim/model/units.hpp"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,39 @@ struct CollectiveSample {
     std::string scope;  // intra_node | inter_node
     Bytes bytes;
     Time time;
+};
+
+// Where each value of a profile comes from (path in the profile file -> source text). Copies share
+// one map until one of them writes (copy on write): the plan search copies a profile into every
+// layout it tries, and the ~40 source strings are only read after loading.
+class SourceMap {
+public:
+    using Map = std::map<std::string, std::string>;
+    using const_iterator = Map::const_iterator;
+    [[nodiscard]] const_iterator begin() const { return map().begin(); }
+    [[nodiscard]] const_iterator end() const { return map().end(); }
+    [[nodiscard]] const_iterator find(const std::string& key) const { return map().find(key); }
+    [[nodiscard]] bool contains(const std::string& key) const { return map().contains(key); }
+    [[nodiscard]] const std::string& at(const std::string& key) const { return map().at(key); }
+    [[nodiscard]] std::size_t size() const { return map().size(); }
+    [[nodiscard]] bool empty() const { return map().empty(); }
+    std::string& operator[](const std::string& key) { return own()[key]; }
+    std::size_t erase(const std::string& key) { return own().erase(key); }
+    friend bool operator==(const SourceMap& a, const SourceMap& b) { return a.map() == b.map(); }
+
+private:
+    [[nodiscard]] const Map& map() const {
+        static const Map kEmpty;
+        return map_ ? *map_ : kEmpty;
+    }
+    Map& own() {
+        if (!map_)
+            map_ = std::make_shared<Map>();
+        else if (map_.use_count() > 1)
+            map_ = std::make_shared<Map>(*map_);
+        return *map_;
+    }
+    std::shared_ptr<Map> map_;
 };
 
 struct HardwareProfile {
@@ -132,7 +166,7 @@ struct HardwareProfile {
     // Where each value comes from, keyed by its path in the profile file ("memory.hbm_bandwidth",
     // "compute.dense_peak.fp8"; "calibrated" for the calibrated tables). Filled by load_profile;
     // write_profile refuses to write a value without one.
-    std::map<std::string, std::string> sources;
+    SourceMap sources;
 };
 
 [[nodiscard]] std::string to_string(Precision p);
