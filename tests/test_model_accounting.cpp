@@ -108,6 +108,21 @@ TEST_CASE("pipeline schedules hold the in-flight micro-batches Korthikanti et al
     }
 }
 
+TEST_CASE("the in-flight peak's closed form equals the walk over the schedule", "[memory][schedule]") {
+    // Every stage of every depth and interleaving the plan search tries, with micro-batch counts
+    // around the all-warm-up case (m == pp) and the layout rule m % pp == 0 for vp > 1.
+    for (int p = 1; p <= 16; ++p)
+        for (int v = 1; v <= 6; ++v)
+            for (int m = 1; m <= 4 * p + 3; ++m) {
+                if (v > 1 && (p == 1 || m % p != 0)) continue;
+                for (int stage = 0; stage < p; ++stage) {
+                    CAPTURE(p, v, m, stage);
+                    CHECK(peak_inflight_chunks(stage, p, v, m) ==
+                          peak_inflight_chunks(pipeline_schedule(stage, p, v, m)));
+                }
+            }
+}
+
 TEST_CASE("pipeline schedules run every micro-batch forward before its backward, once", "[schedule]") {
     for (auto [p, v, m] : {std::tuple{4, 1, 8}, std::tuple{4, 2, 8}, std::tuple{2, 3, 4}, std::tuple{8, 1, 3}}) {
         for (int stage = 0; stage < p; ++stage) {

@@ -173,8 +173,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     // Activations: the layers of every (micro-batch, chunk) forward pass held at the peak of this
     // stage's schedule (1F1B: pp - stage for the first chunk), plus under full recompute the one
     // layer being recomputed, plus the loss buffers of one micro-batch on the last stage.
-    const auto schedule = pipeline_schedule(stage, p.pp, p.vp, plan.grad_accum());
-    mb.inflight_microbatches = peak_inflight_chunks(schedule);
+    mb.inflight_microbatches = peak_inflight_chunks(stage, p.pp, p.vp, plan.grad_accum());
     int layers_per_chunk = 0; // the stage's largest chunk
     for (int c = 0; c < p.vp; ++c)
         layers_per_chunk = std::max(layers_per_chunk, chunk_layers(m.layers, p.pp, p.vp, stage, c));

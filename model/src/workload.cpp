@@ -23,19 +23,22 @@ std::size_t OpGraph::op_count() const {
     return n;
 }
 
+namespace {
+// Forward passes a stage runs before its first backward (Megatron-LM schedules.py:
+// forward_backward_pipelining_with(out)_interleaving).
+int warmup_forwards(int stage, int pp, int vp, int microbatches) {
+    const int total = microbatches * vp;
+    if (vp == 1) return std::min(pp - stage - 1, microbatches);
+    if (microbatches == pp) return total; // "all warm-up" case of the interleaved schedule
+    return std::min((pp - stage - 1) * 2 + (vp - 1) * pp, total);
+}
+} // namespace
+
 std::vector<ScheduleItem> pipeline_schedule(int stage, int pp, int vp, int microbatches) {
     std::vector<ScheduleItem> out;
     const int total = microbatches * vp;
     out.reserve(static_cast<std::size_t>(2 * total));
-    // Megatron-LM schedules.py: forward_backward_pipelining_with(out)_interleaving.
-    int warmup = 0;
-    if (vp == 1) {
-        warmup = std::min(pp - stage - 1, microbatches);
-    } else if (microbatches == pp) {
-        warmup = total;  // "all warm-up" case of the interleaved schedule
-    } else {
-        warmup = std::min((pp - stage - 1) * 2 + (vp - 1) * pp, total);
-    }
+    const int warmup = warmup_forwards(stage, pp, vp, microbatches);
     auto item = [&](int k, bool fwd) {
         const int group = k / pp;
         const int chunk_in_order = group % vp;
@@ -52,6 +55,12 @@ std::vector<ScheduleItem> pipeline_schedule(int stage, int pp, int vp, int micro
     }
     for (int k = total - warmup; k < total; ++k) out.push_back(item(k, false));
     return out;
+}
+
+int peak_inflight_chunks(int stage, int pp, int vp, int microbatches) {
+    // pipeline_schedule: `warmup` forwards, then (forward, backward) pairs, then backwards only.
+    const int warmup = warmup_forwards(stage, pp, vp, microbatches);
+    return microbatches * vp > warmup ? warmup + 1 : warmup;
 }
 
 int peak_inflight_chunks(const std::vector<ScheduleItem>& schedule) {
@@ -559,22 +568,24 @@ private:
     }
     std::uint32_t emit(StageState& st, ProtoId proto, Stream stream, Category cat, int mb, int chunk,
                        std::span<const std::uint32_t> extra) {
-        Op op;
+        auto& deps = st.prog.deps;
+        const auto dep_begin = static_cast<std::uint32_t>(deps.size());
+        deps.insert(deps.end(), st.pending.begin(), st.pending.end());
+        deps.insert(deps.end(), extra.begin(), extra.end());
+        if (stream == Stream::compute) {
+            deps.insert(deps.end(), st.blocking_sends.begin(), st.blocking_sends.end());
+            st.blocking_sends.clear();
+        }
+        st.pending.clear();
+        // Built in place: the plan search builds millions of ops for its lower bounds.
+        Op& op = st.prog.ops.emplace_back();
         op.proto = proto;
         op.stream = stream;
         op.category = cat;
         op.microbatch = static_cast<std::uint16_t>(mb);
         op.chunk = static_cast<std::uint16_t>(chunk);
-        op.dep_begin = static_cast<std::uint32_t>(st.prog.deps.size());
-        for (auto d : st.pending) st.prog.deps.push_back(d);
-        for (auto d : extra) st.prog.deps.push_back(d);
-        if (stream == Stream::compute) {
-            for (auto d : st.blocking_sends) st.prog.deps.push_back(d);
-            st.blocking_sends.clear();
-        }
-        op.dep_count = static_cast<std::uint32_t>(st.prog.deps.size()) - op.dep_begin;
-        st.pending.clear();
-        st.prog.ops.push_back(op);
+        op.dep_begin = dep_begin;
+        op.dep_count = static_cast<std::uint32_t>(deps.size()) - dep_begin;
         return static_cast<std::uint32_t>(st.prog.ops.size() - 1);
     }
     // A compute-stream op; TP collectives go here too unless TP comm overlap is on.

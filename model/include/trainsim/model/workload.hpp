@@ -115,6 +115,10 @@ struct OpGraph {
 
 // Largest number of (micro-batch, chunk) forward passes whose activations a stage holds at once.
 [[nodiscard]] int peak_inflight_chunks(const std::vector<ScheduleItem>& schedule);
+// The same for pipeline_schedule(stage, pp, vp, microbatches), without building it: the warm-up
+// forwards, plus one while a steady phase alternates a forward with a backward (the memory model
+// asks this for every layout the plan search enumerates; tested equal to the walk above).
+[[nodiscard]] int peak_inflight_chunks(int stage, int pp, int vp, int microbatches);
 
 // Builds the step's op graph. Pure and deterministic. Precondition: check_layout(plan) is empty.
 [[nodiscard]] OpGraph build_workload(const Plan& plan);
