@@ -161,13 +161,34 @@ std::optional<Algorithm> parse_algorithm(const std::string& s) {
     return std::nullopt;
 }
 
+// Where a group and its concurrent copies sit: member j of copy (b, a) is global rank
+// b x stride x size + a + j x stride. The copies' member lists are built only when a collective is
+// solved (groups_of): a cost that is cached needs the shape alone.
 struct CollectiveModel::Layout {
     int stride = 1;
     int size = 1;
-    std::vector<std::vector<int>> groups;  // every concurrent group, members ascending; [0] represents
-    int nodes = 1;                         // nodes group 0 spans
-    int per_node = 1;                      // members per node (NCCL: nRanks / nNodes)
+    int blocks = 1;   // world / (stride x size)
+    int nodes = 1;    // nodes group 0 spans
+    int per_node = 1; // members per node (NCCL: nRanks / nNodes)
 };
+
+namespace {
+// Every concurrent group of `lay`, members ascending; [0] represents them.
+std::vector<std::vector<int>> groups_of(int stride, int size, int blocks) {
+    std::vector<std::vector<int>> out;
+    out.reserve(static_cast<std::size_t>(blocks) * static_cast<std::size_t>(stride));
+    const long long block = static_cast<long long>(stride) * size;
+    for (int b = 0; b < blocks; ++b) {
+        for (int a = 0; a < stride; ++a) {
+            std::vector<int> m(static_cast<std::size_t>(size));
+            for (int j = 0; j < size; ++j)
+                m[static_cast<std::size_t>(j)] = static_cast<int>(b * block) + a + j * stride;
+            out.push_back(std::move(m));
+        }
+    }
+    return out;
+}
+} // namespace
 
 CollectiveModel::CollectiveModel(const model::HardwareProfile& hw, const Topology& topo) : hw_(hw), topo_(topo) {}
 
@@ -187,20 +208,11 @@ CollectiveModel::Layout CollectiveModel::layout(const GroupPlacement& g) const {
     if (block > world) {
         fail(fmt::format("a group of {} GPUs {} apart does not fit a cluster of {} GPUs", g.size, lay.stride, world));
     }
-    const int blocks = static_cast<int>(world / block);
-    lay.groups.reserve(static_cast<std::size_t>(blocks * lay.stride));
-    for (int b = 0; b < blocks; ++b) {
-        for (int a = 0; a < lay.stride; ++a) {
-            std::vector<int> m(static_cast<std::size_t>(g.size));
-            for (int j = 0; j < g.size; ++j)
-                m[static_cast<std::size_t>(j)] = static_cast<int>(b * block) + a + j * lay.stride;
-            lay.groups.push_back(std::move(m));
-        }
-    }
-    const auto& rep = lay.groups.front();
+    lay.blocks = static_cast<int>(world / block);
+    // Group 0 (block 0, offset 0): members j x stride.
     int distinct = 1;
-    for (std::size_t i = 1; i < rep.size(); ++i)
-        if (topo_.node_of(rep[i]) != topo_.node_of(rep[i - 1])) ++distinct;
+    for (int j = 1; j < g.size; ++j)
+        if (topo_.node_of(j * lay.stride) != topo_.node_of((j - 1) * lay.stride)) ++distinct;
     lay.nodes = distinct;
     lay.per_node = std::max(1, g.size / lay.nodes);
     return lay;
@@ -260,8 +272,9 @@ CollectiveModel::Solved CollectiveModel::solve_uncached(CollectiveOp op, Algorit
     // nvlink_efficiency) stands for NVLS's own efficiency.
     const double nvls_scale = nvls_link_fraction > 0 ? hw_.nvlink_efficiency / nvls_link_fraction : 1.0;
 
-    for (std::size_t gi = 0; gi < lay.groups.size(); ++gi) {
-        const auto& members = lay.groups[gi];
+    const auto groups = groups_of(lay.stride, lay.size, lay.blocks);
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+        const auto& members = groups[gi];
         const bool rep = gi == 0;
         // Members per node, nodes in order.
         std::vector<std::vector<int>> per_node;
@@ -456,7 +469,7 @@ CollectiveModel::Solved CollectiveModel::solve_uncached(CollectiveOp op, Algorit
     }
 
     const auto rates = fm.solve();
-    std::vector<double> algbw(lay.groups.size(), 0.0);
+    std::vector<double> algbw(groups.size(), 0.0);
     for (std::size_t f = 0; f < rates.size(); ++f) algbw[group_of[f]] += rates[f];
     // The phase ends when the slowest group is done.
     const double slowest = *std::min_element(algbw.begin(), algbw.end());

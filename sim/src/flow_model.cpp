@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -39,7 +40,9 @@ std::vector<double> FlowModel::solve_active(const std::vector<bool>& active) con
     std::vector<double> rate(nf, 0.0);
     std::vector<bool> frozen(nf, true);
     // Links in use, with their remaining capacity and the summed weight of unfrozen flows on them.
-    std::unordered_map<std::uint32_t, std::size_t> slot;
+    // slot[link]: the link's index in the per-link arrays below (dense: link ids are 0..n-1).
+    constexpr std::size_t kNoSlot = std::numeric_limits<std::size_t>::max();
+    std::vector<std::size_t> slot(capacity_.size(), kNoSlot);
     std::vector<std::uint32_t> link_ids;
     std::vector<double> remaining, weight;
     std::vector<std::size_t> live;  // unfrozen flows on the link (weight is exactly 0 when none)
@@ -50,17 +53,18 @@ std::vector<double> FlowModel::solve_active(const std::vector<bool>& active) con
         frozen[f] = false;
         ++unfrozen;
         for (const auto& u : flows_[f].uses) {
-            auto [it, fresh] = slot.emplace(u.link, link_ids.size());
-            if (fresh) {
+            auto& l = slot[u.link];
+            if (l == kNoSlot) {
+                l = link_ids.size();
                 link_ids.push_back(u.link);
                 remaining.push_back(capacity_[u.link]);
                 weight.push_back(0.0);
                 live.push_back(0);
                 users.emplace_back();
             }
-            weight[it->second] += u.weight;
-            ++live[it->second];
-            users[it->second].push_back(f);
+            weight[l] += u.weight;
+            ++live[l];
+            users[l].push_back(f);
         }
     }
     double level = 0.0;  // the common rate of every unfrozen flow
@@ -70,7 +74,7 @@ std::vector<double> FlowModel::solve_active(const std::vector<bool>& active) con
         rate[f] = level;
         --unfrozen;
         for (const auto& u : flows_[f].uses) {
-            const auto l = slot.at(u.link);
+            const auto l = slot[u.link];
             weight[l] = --live[l] == 0 ? 0.0 : weight[l] - u.weight;
         }
     };
