@@ -54,6 +54,26 @@ TEST_CASE("engine cancel removes a pending event and is idempotent", "[engine]")
     CHECK(e.empty());
 }
 
+TEST_CASE("engine: a cancelled event's storage serves later events without confusing their handles", "[engine]") {
+    Engine e;
+    std::vector<int> ran;
+    const auto a = e.schedule_at(Time::us(1), [&] { ran.push_back(1); });
+    e.cancel(a);
+    // b takes a's storage; cancelling a again must not cancel b, and a default handle never does.
+    e.schedule_at(Time::us(2), [&] { ran.push_back(2); });
+    e.cancel(a);
+    e.cancel(trainsim::sim::EventId{});
+    const auto c = e.schedule_at(Time::us(3), [&] {
+        ran.push_back(3);
+        e.schedule_after(Time::us(1), [&] { ran.push_back(4); });
+    });
+    CHECK_FALSE(e.empty());
+    CHECK(e.run() == 3);
+    CHECK(ran == std::vector<int>{2, 3, 4});
+    e.cancel(c); // already ran: no-op
+    CHECK(e.empty());
+}
+
 TEST_CASE("engine: a default event handle refers to no event", "[engine]") {
     Engine e;
     int ran = 0;

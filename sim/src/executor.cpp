@@ -86,6 +86,15 @@ struct PendingP2P {
     std::uint32_t op = kNone;
 };
 
+// The executor's two kinds of event: an issued op starts (its host issue time had not come when
+// it became ready), or an op completes.
+struct ExecEvent {
+    enum class Kind : std::uint8_t { start, complete };
+    Kind kind = Kind::start;
+    int slot = 0;
+    std::uint32_t op = 0;
+};
+
 class Executor {
 public:
     Executor(const model::Plan& plan, const model::OpGraph& graph, const ComputeCost& compute,
@@ -131,7 +140,12 @@ public:
             }
         }
         StepResult res;
-        res.events = engine_.run();
+        res.events = engine_.run([this](const ExecEvent& e) {
+            if (e.kind == ExecEvent::Kind::complete)
+                complete(e.slot, e.op);
+            else
+                start_issued(e.slot, e.op);
+        });
         check_finished();
         for (auto& r : ranks_) account_tail(r);
         res.simulated_ranks = ranks_.size();
@@ -285,7 +299,7 @@ private:
             return;
         }
         if (r.issue[op] > engine_.now()) {
-            engine_.schedule_at(r.issue[op], [this, slot, op] { start_issued(slot, op); });
+            engine_.schedule_at(r.issue[op], ExecEvent{ExecEvent::Kind::start, slot, op});
             return;
         }
         start_issued(slot, op);
@@ -379,7 +393,7 @@ private:
         auto& r = ranks_[static_cast<std::size_t>(slot)];
         const auto left = static_cast<std::int64_t>(r.work_left_ps / r.rate + 0.5);
         const std::uint32_t op = r.running;
-        r.completion = engine_.schedule_after(Time::ps(left), [this, slot, op] { complete(slot, op); });
+        r.completion = engine_.schedule_after(Time::ps(left), ExecEvent{ExecEvent::Kind::complete, slot, op});
     }
 
     // Communication started or ended on this rank: re-rate the running compute kernel.
@@ -479,7 +493,7 @@ private:
             engine_.cancel(c.completion);
             const auto left = static_cast<std::int64_t>(c.work_left_ps * k + 0.5);
             const std::uint32_t op = c.op;
-            c.completion = engine_.schedule_after(Time::ps(left), [this, slot, op] { complete(slot, op); });
+            c.completion = engine_.schedule_after(Time::ps(left), ExecEvent{ExecEvent::Kind::complete, slot, op});
         }
     }
 
@@ -589,7 +603,7 @@ private:
     const AnalyticNetwork& net_;
     ExecOptions opt_;
     double slowdown_rate_ = 1.0;
-    Engine engine_;
+    EventQueue<ExecEvent> engine_;
     model::RankStrides strides_;
     std::vector<Time> proto_time_;
     std::vector<std::uint8_t> proto_domain_;  // link domain of each collective proto
