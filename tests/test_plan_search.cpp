@@ -289,6 +289,100 @@ TEST_CASE("deadline and budget queries on 4 or 8 GPUs", "[plan-search][budget]")
     CHECK(sim::search_plans(base, b).plans.empty());
 }
 
+TEST_CASE("several GPU counts: each count's best and the Pareto front equal the exhaustive search's",
+          "[plan-search][frontier]") {
+    // The pruned search keeps each count's best plan exact (not only the top list), with a
+    // deadline that the GEMM-FLOP bound already rules out for the smallest count and without.
+    const auto base = small_base();
+    auto o = small_options();
+    o.space.gpu_counts = {2, 4, 8};
+    o.prune = false;
+    o.top = 100000;
+    const auto all = sim::search_plans(base, o);
+    REQUIRE(all.frontier.size() == 3);
+    auto best_of = [&](int gpus, const std::optional<double>& deadline) -> const sim::RankedPlan* {
+        const sim::RankedPlan* b = nullptr;
+        for (const auto& r : all.plans)
+            if (r.plan.num_gpus() == gpus && (!deadline || r.estimate.days_to_train <= *deadline) &&
+                (!b || r.estimate.days_to_train < b->estimate.days_to_train))
+                b = &r;
+        return b;
+    };
+    const double slowest_best = best_of(2, std::nullopt)->estimate.days_to_train;
+    for (const std::optional<double> deadline : {std::optional<double>{}, std::optional<double>{slowest_best * 0.9}}) {
+        auto q = small_options();
+        q.space.gpu_counts = {8, 2, 4}; // any order: the frontier is ascending
+        q.top = 2;
+        q.deadline_days = deadline;
+        q.rank = sim::RankBy::days;
+        const auto res = sim::search_plans(base, q);
+        REQUIRE(res.frontier.size() == 3);
+        for (std::size_t i = 0; i < 3; ++i) {
+            const int gpus = std::array{2, 4, 8}[i];
+            const auto& f = res.frontier[i];
+            CHECK(f.gpus == gpus);
+            const auto* want = best_of(gpus, deadline);
+            REQUIRE(static_cast<bool>(f.best) == (want != nullptr));
+            if (want) CHECK(f.best->estimate.days_to_train == want->estimate.days_to_train);
+        }
+        // The 2-GPU count cannot meet 0.9 x its own best days: no best, and none of its plans
+        // was even simulated (the GEMM-FLOP bound or the stream bound dropped them).
+        if (deadline) CHECK_FALSE(res.frontier[0].best);
+        // Pareto: a count is on the front iff no other count is at least as fast and as cheap
+        // and better on one (costs here grow with GPUs at the fixture's flat rate).
+        for (const auto& x : res.frontier) {
+            if (!x.best) {
+                CHECK_FALSE(x.pareto);
+                continue;
+            }
+            bool dominated = false;
+            for (const auto& y : res.frontier)
+                if (&y != &x && y.best) {
+                    const auto &a = x.best->estimate, &b = y.best->estimate;
+                    dominated = dominated || (b.days_to_train <= a.days_to_train && b.cost <= a.cost &&
+                                              (b.days_to_train < a.days_to_train || b.cost < a.cost));
+                }
+            CHECK(x.pareto == !dominated);
+        }
+        CHECK(std::any_of(res.frontier.begin(), res.frontier.end(), [](const auto& f) { return f.pareto; }));
+    }
+    // One count: no frontier.
+    auto one = small_options();
+    one.top = 1;
+    CHECK(sim::search_plans(base, one).frontier.empty());
+}
+
+TEST_CASE("plan --json with several GPU counts gives the frontier, --csv --frontier a row per count",
+          "[plan-search][frontier][cli]") {
+    const auto r = test::run_trainsim(
+        "plan --model llama2-7b --gpu h100-sxm --gpus 8,16 --tokens 100B --price 2.5 "
+        "--max-micro-batch 2 --top 2 --json -q");
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j.at("frontier").size() == 2);
+    for (const auto& f : j.at("frontier")) {
+        REQUIRE(!f.at("best").is_null());
+        CHECK(f.at("best").at("num_gpus") == f.at("num_gpus"));
+        // The plan_json contract fields are there for each count's best.
+        for (const char* k :
+             {"days_to_train", "cost", "tokens_per_s_per_gpu", "days_to_train_p10", "memory_per_gpu_gib"})
+            CHECK(f.at("best").contains(k));
+    }
+    // The overall best is the best of its count.
+    const auto& top = j.at("plans")[0];
+    bool found = false;
+    for (const auto& f : j.at("frontier"))
+        if (f.at("num_gpus") == top.at("num_gpus")) found = f.at("best").at("name") == top.at("name");
+    CHECK(found);
+    const auto c = test::run_trainsim(
+        "plan --model llama2-7b --gpu h100-sxm --gpus 8,16 --tokens 100B --price 2.5 "
+        "--max-micro-batch 2 --top 2 --csv --frontier -q");
+    REQUIRE(c.rc == 0);
+    CHECK(std::count(c.out.begin(), c.out.end(), '\n') == 3); // header + 2 counts
+    CHECK(c.out.rfind("num_gpus,pareto,name,", 0) == 0);
+    CHECK(test::run_trainsim("plan --model llama2-7b --gpu h100-sxm --gpus 8 --tokens 100B --frontier -q").rc == 2);
+}
+
 TEST_CASE("a GPU count that is not whole nodes is a typed error", "[plan-search]") {
     auto o = small_options();
     o.space.gpu_counts = {12};

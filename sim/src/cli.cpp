@@ -472,6 +472,7 @@ struct PlanArgs {
     unsigned threads = 0;
     bool json = false;
     bool csv = false;
+    bool frontier_csv = false; // with --csv: one row per GPU count (its best plan) instead
     bool quiet = false;
     std::string days = "steady";  // steady | expected: the days (and cost) ranked and filtered
     // Override the scenario's run.* settings (the key table's defaults without a scenario).
@@ -552,8 +553,39 @@ std::string csv_cell(const std::string& v) {
     return s + "\"";
 }
 
+// plan with several GPU counts: each count's best plan and whether it is on the days-vs-cost
+// Pareto front ("8 or 64 GPUs?" as one table). JSON: one object per count, `best` null where
+// nothing of that count fits and meets the deadline / budget.
+nlohmann::json frontier_json(const std::vector<CountBest>& frontier) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& f : frontier) {
+        nlohmann::json j{{"num_gpus", f.gpus}, {"pareto", f.pareto}};
+        j["best"] = f.best ? plan_json(f.best->plan, f.best->estimate) : nlohmann::json(nullptr);
+        arr.push_back(std::move(j));
+    }
+    return arr;
+}
+
+void print_frontier_text(const std::vector<CountBest>& frontier, bool expected) {
+    std::cout << "\nbest plan per GPU count ('*': on the days-vs-cost Pareto front, no count is both faster and "
+                 "cheaper):\n";
+    std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>12} {:>9} {:>6}\n", "GPUs", "best layout",
+                             expected ? "exp.days" : "days", expected ? "exp.cost" : "cost", "tok/s/GPU", "MFU");
+    for (const auto& f : frontier) {
+        if (!f.best) {
+            std::cout << fmt::format("  {:>5}  {}\n", f.gpus, "no layout fits and meets the constraints");
+            continue;
+        }
+        const auto& e = f.best->estimate;
+        std::cout << fmt::format("{} {:>5}  {:<40} {:>8.1f} {:>12.0f} {:>9.0f} {:>5.1f}%\n", f.pareto ? " *" : "  ",
+                                 f.gpus, layout_label(f.best->plan), expected ? e.expected_days : e.days_to_train,
+                                 expected ? e.expected_cost : e.cost, e.tokens_per_s_per_gpu, 100 * e.mfu);
+    }
+}
+
 int run_plan_search(const PlanArgs& a) {
     if (a.json && a.csv) plan_arg_error("--csv", "--json and --csv are exclusive");
+    if (a.frontier_csv && !a.csv) plan_arg_error("--frontier", "prints the per-count table as CSV: use it with --csv");
     if (a.top < 1) plan_arg_error("--top", "must be at least 1");
     if (a.max_micro_batch < 1) plan_arg_error("--max-micro-batch", "must be at least 1");
     double memory_headroom = kMemoryHeadroomFraction;
@@ -628,6 +660,8 @@ int run_plan_search(const PlanArgs& a) {
                                    base.hardware.default_gpus_per_node));
     const auto em = load_error_model(data_dir(a.data_dir));
     for (auto& r : res.plans) attach_band(r.estimate, r.plan, em);
+    for (auto& f : res.frontier)
+        if (f.best) attach_band(f.best->estimate, f.best->plan, em);
     const bool expected_basis = o.basis == DaysBasis::expected;
     auto figure = [&](const RunEstimate& e) {
         return o.rank == RankBy::days ? (expected_basis ? e.expected_days : e.days_to_train)
@@ -706,7 +740,34 @@ int run_plan_search(const PlanArgs& a) {
                                {"recommended", recommended + 1},
                                {"recommended_why", why_recommended},
                                {"days", a.days}}}};
+            if (!res.frontier.empty()) j["frontier"] = frontier_json(res.frontier);
             std::cout << j.dump(2) << "\n";
+        } else if (a.frontier_csv) {
+            // One row per GPU count: the count, whether its best is on the Pareto front, then the
+            // best plan's columns (blank where no layout of that count qualifies).
+            std::vector<std::string> header;
+            std::vector<std::vector<std::pair<std::string, std::string>>> rows;
+            for (const auto& f : res.frontier) {
+                std::vector<std::pair<std::string, std::string>> cells;
+                if (f.best) {
+                    flatten(plan_json(f.best->plan, f.best->estimate), "", cells);
+                    order_csv_columns(cells);
+                    if (header.empty())
+                        for (const auto& c : cells) header.push_back(c.first);
+                }
+                rows.push_back(std::move(cells));
+            }
+            std::cout << "num_gpus,pareto";
+            for (const auto& h : header)
+                if (h != "num_gpus") std::cout << "," << csv_cell(h);
+            std::cout << "\n";
+            for (std::size_t i = 0; i < res.frontier.size(); ++i) {
+                std::cout << res.frontier[i].gpus << "," << (res.frontier[i].pareto ? "true" : "false");
+                std::map<std::string, std::string> byk(rows[i].begin(), rows[i].end());
+                for (const auto& h : header)
+                    if (h != "num_gpus") std::cout << "," << csv_cell(byk.count(h) ? byk[h] : "");
+                std::cout << "\n";
+            }
         } else {
             std::vector<std::string> header;
             bool first = true;
@@ -774,6 +835,7 @@ int run_plan_search(const PlanArgs& a) {
                              rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600,
                              rt.restart_s / 60, rt.expected_failures);
     if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
+    if (!res.frontier.empty()) print_frontier_text(res.frontier, expected);
     return kExitOk;
 }
 
@@ -890,6 +952,9 @@ int run_cli(int argc, char** argv) {
                          "time lost per restart besides lost work (default: run.restart, 10 min)");
     plan_cmd->add_flag("--json", plan_args.json, "print {\"plans\": [...]} as JSON");
     plan_cmd->add_flag("--csv", plan_args.csv, "print the plans as CSV");
+    plan_cmd->add_flag("--frontier", plan_args.frontier_csv,
+                       "with --csv and several --gpus: one row per GPU count, its best plan and whether it is on the "
+                       "days-vs-cost Pareto front");
     plan_cmd->add_flag("--quiet,-q", plan_args.quiet, "no progress bar");
 
     try {

@@ -2,6 +2,7 @@
 
 #include "trainsim/sim/parallel_for.hpp"
 
+#include "trainsim/model/flops.hpp"
 #include "trainsim/model/layout.hpp"
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/workload.hpp"
@@ -60,6 +61,32 @@ Metrics metrics_lower_bound(const model::Plan& p, double step_s, const SearchOpt
     const double factor = o.basis == DaysBasis::expected ? run_time(p, 1.0, p.run).overhead_factor : 1.0;
     const double shave = 1.0 - 1e-12;
     return {days * factor * shave, days * 24.0 * p.num_gpus() * price_per_gpu_hour(p.pricing, p.cluster.gpus_per_node) * factor * shave};
+}
+
+// A lower bound on the step time from the layers' GEMM FLOPs alone, O(1) per plan: every layer
+// GEMM of the step (forward, dgrad and wgrad of QKV, projection, FC1, FC2: 3 x the forward FLOPs of
+// model::layer_gemm_flops_per_token per token) runs on some rank's compute stream, split across
+// TP / CP / PP / DP without loss, so the busiest rank runs at least 1 / num_gpus of them; and no
+// GEMM kernel runs faster than the dense peak of its precision at the sustained clock
+// (ComputeCost::gemm: efficiency <= 1, plus a memory term, a launch overhead, contention) or a
+// calibrated table sample's own rate, whichever is higher. It ignores attention, element-wise
+// kernels, communication, the pipeline bubble and recompute, so it is loose (about half the step
+// of a good plan), but it costs nothing: it prunes the GPU counts that cannot meet a deadline or
+// a budget before any graph is built.
+double gemm_flops_lower_bound_s(const model::Plan& p) {
+    const auto& hw = p.hardware;
+    double rate = 0;
+    if (auto it = hw.dense_peak.find(p.precision); it != hw.dense_peak.end()) rate = it->second.value();
+    for (const auto& s : hw.gemm_table)
+        if (s.precision == p.precision && s.time > Time())
+            rate = std::max(rate, 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) /
+                                      s.time.seconds());
+    if (!(rate > 0)) return 0.0;
+    const double tokens = static_cast<double>(p.training.global_batch) * p.training.seq_len;
+    const double flops = 3.0 * tokens * p.model.layers * model::layer_gemm_flops_per_token(p.model);
+    // ComputeCost divides by the sustained clock ratio and by the split-accumulation speed (never
+    // above 1 in a profile, but the bound stays a bound whatever they are).
+    return flops / p.num_gpus() / (rate * hw.sustained_clock_ratio * std::max(1.0, hw.fp8_split_accumulate_speed));
 }
 
 // The ranking key: (primary, secondary) metric; ties are broken by enumeration index.
@@ -481,6 +508,20 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     //    One network per cluster shape: its topology and its cache of solved collectives serve
     //    every plan on that cluster (the cache holds pure functions of the topology, so a plan's
     //    costs are those of a network of its own; the cache is thread-safe).
+    // First the GEMM-FLOP bound (O(1) per plan): a plan that misses the deadline or the budget even
+    //    at that bound is dropped before any graph is built for it. It drops whole GPU counts that
+    //    are too small for a deadline (and too large for a budget: cost counts every GPU).
+    if (opt.prune && (opt.deadline_days || opt.budget)) {
+        std::vector<std::size_t> kept;
+        kept.reserve(cand.size());
+        for (std::size_t i : cand) {
+            if (passes_filters(metrics_lower_bound(all[i], gemm_flops_lower_bound_s(all[i]), opt), opt))
+                kept.push_back(i);
+            else
+                ++st.pruned_bound;
+        }
+        cand = std::move(kept);
+    }
     std::map<std::pair<int, int>, std::unique_ptr<AnalyticNetwork>> networks;
     auto cluster_key = [](const model::Plan& p) { return std::pair{p.cluster.nodes, p.cluster.gpus_per_node}; };
     for (std::size_t i : cand) {
@@ -509,11 +550,22 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         ++done;
         if (opt.progress) opt.progress(done, cand.size());
     };
-    // Whether a plan whose metrics are at least `m` can no longer be listed. Call under `mu`.
-    auto hopeless = [&](const Metrics& m) {
+    // With several GPU counts each count's best plan is kept exact too (the frontier): a plan is
+    // dropped only if it can enter neither the top list nor beat its count's best so far.
+    std::vector<int> searched = opt.space.gpu_counts;
+    std::sort(searched.begin(), searched.end());
+    searched.erase(std::unique(searched.begin(), searched.end()), searched.end());
+    const bool per_count = searched.size() > 1;
+    std::map<int, double> count_best; // GPU count -> primary metric of its best accepted plan
+    auto primary = [&](const Metrics& m) { return opt.rank == RankBy::days ? m.days : m.cost; };
+    // Whether a plan of `gpus` GPUs whose metrics are at least `m` can no longer be listed. Call
+    // under `mu`.
+    auto hopeless = [&](const Metrics& m, int gpus) {
         if (!passes_filters(m, opt)) return true;
-        return accepted_keys.size() >= top &&
-               (opt.rank == RankBy::days ? m.days : m.cost) > accepted_keys.back().first.first;
+        if (accepted_keys.size() < top || primary(m) <= accepted_keys.back().first.first) return false;
+        if (!per_count) return true;
+        const auto it = count_best.find(gpus);
+        return it != count_best.end() && primary(m) > it->second;
     };
     auto has_threshold = [&] { return accepted_keys.size() >= top || opt.deadline_days || opt.budget; };
     parallel_for(order.size(), threads, [&](std::size_t k) {
@@ -523,7 +575,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         if (opt.prune) {
             const Metrics m = metrics_lower_bound(p, lb[c], opt);
             std::lock_guard lock(mu);
-            if (hopeless(m)) {
+            if (hopeless(m, p.num_gpus())) {
                 ++pruned_bound;
                 report();
                 return;
@@ -535,7 +587,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
             const double path_s = critical_path_lower_bound_s(p, graph, network_of(p));
             const Metrics m = metrics_lower_bound(p, path_s, opt);
             std::lock_guard lock(mu);
-            if (hopeless(m)) {
+            if (hopeless(m, p.num_gpus())) {
                 ++pruned_critical_path;
                 report();
                 return;
@@ -545,6 +597,9 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         ++simulated;
         std::lock_guard lock(mu);
         if (e.fits && e.step && passes_filters(metrics_of(e, opt), opt)) {
+            const double v = primary(metrics_of(e, opt));
+            auto [it, fresh] = count_best.try_emplace(p.num_gpus(), v);
+            if (!fresh) it->second = std::min(it->second, v);
             accepted_keys.emplace_back(rank_key(metrics_of(e, opt), opt.rank), cand[c]);
             std::sort(accepted_keys.begin(), accepted_keys.end());
             if (accepted_keys.size() > top) accepted_keys.pop_back();
@@ -554,7 +609,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         est[c] = std::move(e);
         report();
     });
-    st.pruned_bound = pruned_bound;
+    st.pruned_bound += pruned_bound;
     st.pruned_critical_path = pruned_critical_path;
     st.simulated = simulated;
     st.filtered = filtered;
@@ -567,6 +622,30 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     std::sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
         return std::tie(a.first, cand[a.second]) < std::tie(b.first, cand[b.second]);
     });
+    if (per_count) {
+        // Each count's best is its first plan in the ranking; the Pareto front over the counts'
+        // bests in (days, cost) on the search's basis: no other count is at least as good on both
+        // and better on one.
+        for (int g : searched) {
+            CountBest cb;
+            cb.gpus = g;
+            for (const auto& [key, c] : ranked)
+                if (all[cand[c]].num_gpus() == g) {
+                    cb.best = RankedPlan{all[cand[c]], *est[c]};
+                    break;
+                }
+            res.frontier.push_back(std::move(cb));
+        }
+        for (auto& x : res.frontier) {
+            if (!x.best) continue;
+            const Metrics a = metrics_of(x.best->estimate, opt);
+            x.pareto = std::none_of(res.frontier.begin(), res.frontier.end(), [&](const CountBest& y) {
+                if (&y == &x || !y.best) return false;
+                const Metrics b = metrics_of(y.best->estimate, opt);
+                return b.days <= a.days && b.cost <= a.cost && (b.days < a.days || b.cost < a.cost);
+            });
+        }
+    }
     for (std::size_t r = 0; r < ranked.size() && r < top; ++r) {
         const std::size_t c = ranked[r].second;
         res.plans.push_back({all[cand[c]], std::move(*est[c])});

@@ -81,8 +81,18 @@ struct RankedPlan {
     RunEstimate estimate;
 };
 
+// The best plan of one searched GPU count ("8 or 64 GPUs?"), by the search's ranking.
+struct CountBest {
+    int gpus = 0;
+    std::optional<RankedPlan> best; // absent: no layout of this count fits and meets the filters
+    bool pareto = false;            // on the days-vs-cost Pareto front of the counts' best plans
+};
+
 struct SearchResult {
     std::vector<RankedPlan> plans;  // best first, at most options.top
+    // One entry per searched GPU count, ascending, when more than one count was searched: its
+    // best plan is exact (the pruning keeps each count's best as well as the top list).
+    std::vector<CountBest> frontier;
     SearchStats stats;
 };
 
