@@ -119,8 +119,19 @@ TEST_CASE("CPU backend end to end: measure, fit, load the profile, simulate with
         }));
     }
     CHECK(curves >= 3);
-    CHECK(std::any_of(r.report.memory.begin(), r.report.memory.end(),
-                      [](const MemoryFit& m) { return m.kernel == "all" && m.quality.points == 12; }));
+    // The joint memory curve pools the kernels streaming within 80% of the fastest one (fit.cpp;
+    // on a CPU, cache-resident sizes make that vary run to run): 3 sizes of each pooled kernel.
+    const MemoryFit* all = nullptr;
+    std::size_t pooled = 0;
+    for (const auto& m : r.report.memory) {
+        if (m.kernel == "all")
+            all = &m;
+        else
+            pooled += m.pooled ? 1 : 0;
+    }
+    REQUIRE(all != nullptr);
+    CHECK(pooled >= 1);
+    CHECK(all->quality.points == 3 * pooled);
     CHECK(r.report.attention.size() == 2);
     CHECK(r.report.comm_compute_slowdown.has_value());
     const auto j = to_json(r.report);
