@@ -294,6 +294,12 @@ private:
     bool sticky_;
 };
 
+MeasureOptions named_options(const std::string& plan) {
+    MeasureOptions o;
+    o.plan_name = plan;
+    return o;
+}
+
 std::vector<Descriptor> three_gemms() {
     std::vector<Descriptor> plan;
     for (std::int64_t n : {64, 128, 256}) {
@@ -312,7 +318,7 @@ TEST_CASE("an op that fails while it runs is recorded and the run goes on, or st
     {
         test::ScratchDir dir;
         FailingBackend backend(/*sticky=*/false);
-        const auto sum = measure(backend, plan, open_run_dir(dir / "run", false, true), MeasureOptions{"test", "", {}, {}});
+        const auto sum = measure(backend, plan, open_run_dir(dir / "run", false, true), named_options("test"));
         CHECK(sum.measured == 2);
         CHECK(sum.unsupported == 1);
         const SampleFile file = read_samples(dir / "run" / kSamplesFile);
@@ -324,13 +330,13 @@ TEST_CASE("an op that fails while it runs is recorded and the run goes on, or st
     {
         test::ScratchDir dir;
         FailingBackend broken(/*sticky=*/true);
-        CHECK_THROWS_WITH(measure(broken, plan, open_run_dir(dir / "run", false, true), MeasureOptions{"test", "", {}, {}}),
+        CHECK_THROWS_WITH(measure(broken, plan, open_run_dir(dir / "run", false, true), named_options("test")),
                           Catch::Matchers::Contains("CUBLAS_STATUS_EXECUTION_FAILED"));
         // The failure was written before the run stopped: a resume (on a repaired device) skips it
         // instead of failing on it forever.
         CHECK(test::complete_lines(dir / "run" / kSamplesFile) == 2);
         FailingBackend repaired(/*sticky=*/false);
-        const auto sum = measure(repaired, plan, open_run_dir(dir / "run", true, true), MeasureOptions{"test", "", {}, {}});
+        const auto sum = measure(repaired, plan, open_run_dir(dir / "run", true, true), named_options("test"));
         CHECK(sum.already_done == 2);
         CHECK(sum.measured == 1);
         CHECK(keys_of(read_samples(dir / "run" / kSamplesFile)) == keys_of(plan));
