@@ -116,9 +116,11 @@ __global__ void softmax_bwd_kernel(const __nv_bfloat16* p, __nv_bfloat16* dp, st
 }
 
 // 16-byte vectors (uint4: 8 bf16, 4 fp32) are the widest global load / store a thread issues
-// (ld.global.v4.u32; CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory"); HBM
-// reaches its bandwidth only with them: scalar bf16 loads issue 8x the instructions per byte.
-// Elements past the last whole vector are handled one by one (the scalar tail).
+// (LDG.E.128). NVIDIA, "CUDA Pro Tip: Increase Performance with Vectorized Memory Access"
+// (developer.nvidia.com blog, Luitjens 2013): "in almost all cases vectorized loads are preferable
+// to scalar loads" - fewer instructions and requests per byte; they need aligned pointers, which
+// cudaMalloc'd buffers and whole-vector offsets give. Scalar bf16 loads issue 8x the instructions
+// per byte. Elements past the last whole vector are handled one by one (the scalar tail).
 
 __device__ __forceinline__ float2 bf2(unsigned u) {
     return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
