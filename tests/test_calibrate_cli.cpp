@@ -121,3 +121,36 @@ TEST_CASE("fit without --base on an unknown device asks for one (exit 2)", "[cal
     CHECK(r.exit_code == 2);
     CHECK_FALSE(std::filesystem::exists(dir / "p.yaml"));
 }
+
+TEST_CASE("env reports what the binary finds, and --require-gpu exits 2 without a GPU", "[calibrate][cli]") {
+    test::ScratchDir dir;
+    const auto r = test::run_child(kExe, {"env", "--json"}, dir.path());
+    REQUIRE(r.exit_code == 0);
+    const json j = json::parse(r.out);
+    CHECK(j.at("trainsim_calibrate").is_string());
+    CHECK(j.at("built_with_cuda").is_boolean());
+    if (j.at("built_with_cuda").get<bool>()) {
+        // NCCL is opened at run time: either the file that was loaded, or every place looked at.
+        CHECK((j.contains("nccl_library") ||
+               j.at("nccl_missing").get<std::string>().find("libnccl.so.2") != std::string::npos));
+        CHECK(j.at("cuda_devices").is_number_integer());
+    }
+    if (std::filesystem::exists("/dev/nvidia0")) return;
+    const auto g = test::run_child(kExe, {"env", "--require-gpu"}, dir.path());
+    CHECK(g.exit_code == 2);
+    CHECK_THAT(g.err, Contains("no CUDA device"));
+}
+
+TEST_CASE("measure refuses a time budget or a GPU timeout that is not a positive number of seconds",
+          "[calibrate][cli]") {
+    test::ScratchDir dir;
+    for (const auto& [flag, value] : {std::pair{"--time-budget", "-5"}, std::pair{"--gpu-timeout", "0"}}) {
+        INFO(flag << " " << value);
+        const auto r = test::run_child(
+            kExe, {"measure", "--backend", "cpu", "--plan", "tiny", "--out", (dir / "r").string(), flag, value},
+            dir.path());
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.err, Contains(flag) && Contains("positive number of seconds"));
+        CHECK_FALSE(std::filesystem::exists(dir / "r" / kSamplesFile));
+    }
+}

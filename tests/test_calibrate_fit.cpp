@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
 
 using namespace trainsim;
 using namespace trainsim::calibrate;
@@ -321,4 +322,32 @@ TEST_CASE("summarize gives median, quantiles and spread of per-call times", "[ca
     CHECK(t.p90 == Approx(4.6));
     CHECK(t.spread() == Approx((4.6 - 1.4) / 3));
     CHECK(t.stddev == Approx(std::sqrt(2.5)));
+}
+
+TEST_CASE("a memory kernel far slower than the others stays out of the joint curve and hbm_efficiency",
+          "[calibrate][fit]") {
+    // copy and triad stream at kMemBw; rmsnorm runs at 0.3 x kMemBw (as a kernel with scalar
+    // loads would). Pooled blindly, the joint line would come out well below kMemBw.
+    std::vector<Sample> s = synthetic_node();
+    for (std::int64_t e = 1 << 20; e <= (1 << 28); e *= 8) {
+        auto d = test::memory_desc("rmsnorm", e, "bf16");
+        d.row = 8192;
+        s.push_back(test::synthetic(d, kMemT0 + d.bytes_moved() / (0.3 * kMemBw)));
+    }
+    const FitResult r = fit(file_of(s), h100(), default_fit_options());
+    // The joint curve and hbm_efficiency are copy's and triad's: exactly kMemBw (no noise).
+    CHECK(r.profile.memory_curve.at(model::Precision::bf16).beta_bw.value() == Approx(kMemBw).epsilon(1e-6));
+    CHECK(r.profile.hbm_efficiency == Approx(kMemBw / 3.35e12).epsilon(1e-6));
+    std::map<std::string, const MemoryFit*> by_kernel;
+    for (const auto& m : r.report.memory) by_kernel[m.kernel] = &m;
+    REQUIRE(by_kernel.contains("rmsnorm"));
+    CHECK_FALSE(by_kernel.at("rmsnorm")->pooled);
+    CHECK(by_kernel.at("rmsnorm")->bandwidth == Approx(0.3 * kMemBw).epsilon(1e-6));
+    CHECK(by_kernel.at("copy")->pooled);
+    CHECK(by_kernel.at("triad")->pooled);
+    CHECK(to_json(r.report)["memory"].size() == 4); // copy, rmsnorm, triad, and the joint "all"
+    bool noted = false;
+    for (const auto& n : r.report.notes) noted = noted || n.find("rmsnorm") != std::string::npos;
+    CHECK(noted);
+    CHECK_THAT(r.profile.sources.at("memory.hbm_efficiency"), Contains("(copy, triad)"));
 }

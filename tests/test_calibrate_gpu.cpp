@@ -8,6 +8,8 @@
 #include "trainsim/calibrate/cuda_backend.hpp"
 #include "trainsim/calibrate/measure.hpp"
 #include "trainsim/calibrate/plan.hpp"
+#include "trainsim/kernels/gpu_device.hpp"
+#include "trainsim/kernels/memory_op.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -60,4 +62,38 @@ TEST_CASE("the CUDA tiny plan runs and its samples obey the device's limits", "[
     REQUIRE(tflops_8192.contains("bf16"));
     CHECK(tflops_8192["bf16"] > 100);  // any A100/H100-class GPU
     if (tflops_8192.contains("fp8_e4m3")) CHECK(tflops_8192["fp8_e4m3"] > tflops_8192["bf16"]);
+}
+
+TEST_CASE("the memory-bound kernels compute what they claim, vector paths and scalar tails alike",
+          "[calibrate][gpu][device]") {
+    if (cuda_device_count() == 0) {
+        SUCCEED("no GPU: nothing to run");
+        return;
+    }
+    namespace k = trainsim::kernels;
+    k::GpuDevice dev(0);
+    // Element counts that are not whole 16-byte vectors (8 bf16, 4 fp32) exercise the scalar
+    // tails; rows of 8192 keep RMSNorm's row in registers, 24576 re-read the rest, 1000 (not a
+    // multiple of 8) take the element-by-element path.
+    struct Case {
+        k::MemoryKernel kernel;
+        std::int64_t elements, row;
+        double tolerance; // relative to the terms (memory_op.hpp, verify)
+    };
+    const double bf16_ulp = 1.0 / 256;
+    const Case cases[] = {
+        {k::MemoryKernel::copy, 1000003, 8192, 0.0},
+        {k::MemoryKernel::triad, 1000003, 8192, 2 * bf16_ulp},
+        {k::MemoryKernel::adam, 1000003, 8192, 1e-5},
+        {k::MemoryKernel::rmsnorm, 64 * 8192, 8192, 2 * bf16_ulp},
+        {k::MemoryKernel::rmsnorm, 16 * 24576, 24576, 2 * bf16_ulp},
+        {k::MemoryKernel::rmsnorm, 300 * 1000, 1000, 2 * bf16_ulp},
+        {k::MemoryKernel::cast_transpose, 256 * 512, 512, 0.0},
+    };
+    for (const auto& c : cases) {
+        INFO(k::to_string(c.kernel) << " elements " << c.elements << " row " << c.row);
+        if (c.kernel == k::MemoryKernel::cast_transpose && !dev.supports_fp8()) continue;
+        k::MemoryOp op(dev, k::MemorySpec{c.kernel, c.elements, c.row});
+        CHECK(op.verify() <= c.tolerance);
+    }
 }

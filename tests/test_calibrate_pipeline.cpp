@@ -119,8 +119,19 @@ TEST_CASE("CPU backend end to end: measure, fit, load the profile, simulate with
         }));
     }
     CHECK(curves >= 3);
-    CHECK(std::any_of(r.report.memory.begin(), r.report.memory.end(),
-                      [](const MemoryFit& m) { return m.kernel == "all" && m.quality.points == 12; }));
+    // The joint memory curve pools the kernels streaming within 80% of the fastest one (fit.cpp;
+    // on a CPU, cache-resident sizes make that vary run to run): 3 sizes of each pooled kernel.
+    const MemoryFit* all = nullptr;
+    std::size_t pooled = 0;
+    for (const auto& m : r.report.memory) {
+        if (m.kernel == "all")
+            all = &m;
+        else
+            pooled += m.pooled ? 1 : 0;
+    }
+    REQUIRE(all != nullptr);
+    CHECK(pooled >= 1);
+    CHECK(all->quality.points == 3 * pooled);
     CHECK(r.report.attention.size() == 2);
     CHECK(r.report.comm_compute_slowdown.has_value());
     const auto j = to_json(r.report);
@@ -283,6 +294,12 @@ private:
     bool sticky_;
 };
 
+MeasureOptions named_options(const std::string& plan) {
+    MeasureOptions o;
+    o.plan_name = plan;
+    return o;
+}
+
 std::vector<Descriptor> three_gemms() {
     std::vector<Descriptor> plan;
     for (std::int64_t n : {64, 128, 256}) {
@@ -301,7 +318,7 @@ TEST_CASE("an op that fails while it runs is recorded and the run goes on, or st
     {
         test::ScratchDir dir;
         FailingBackend backend(/*sticky=*/false);
-        const auto sum = measure(backend, plan, open_run_dir(dir / "run", false, true), MeasureOptions{"test", "", {}, {}});
+        const auto sum = measure(backend, plan, open_run_dir(dir / "run", false, true), named_options("test"));
         CHECK(sum.measured == 2);
         CHECK(sum.unsupported == 1);
         const SampleFile file = read_samples(dir / "run" / kSamplesFile);
@@ -313,13 +330,13 @@ TEST_CASE("an op that fails while it runs is recorded and the run goes on, or st
     {
         test::ScratchDir dir;
         FailingBackend broken(/*sticky=*/true);
-        CHECK_THROWS_WITH(measure(broken, plan, open_run_dir(dir / "run", false, true), MeasureOptions{"test", "", {}, {}}),
+        CHECK_THROWS_WITH(measure(broken, plan, open_run_dir(dir / "run", false, true), named_options("test")),
                           Catch::Matchers::Contains("CUBLAS_STATUS_EXECUTION_FAILED"));
         // The failure was written before the run stopped: a resume (on a repaired device) skips it
         // instead of failing on it forever.
         CHECK(test::complete_lines(dir / "run" / kSamplesFile) == 2);
         FailingBackend repaired(/*sticky=*/false);
-        const auto sum = measure(repaired, plan, open_run_dir(dir / "run", true, true), MeasureOptions{"test", "", {}, {}});
+        const auto sum = measure(repaired, plan, open_run_dir(dir / "run", true, true), named_options("test"));
         CHECK(sum.already_done == 2);
         CHECK(sum.measured == 1);
         CHECK(keys_of(read_samples(dir / "run" / kSamplesFile)) == keys_of(plan));

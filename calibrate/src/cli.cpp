@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -38,9 +39,14 @@ using nlohmann::json;
 
 namespace {
 
+// --data-dir, else $TRAINSIM_DATA_DIR, else scenarios/ beside the executable (the GPU bundle's
+// layout, scripts/gpu-bundle), else the source tree's scenarios/ this binary was built from.
 fs::path data_dir(const std::string& flag) {
     if (!flag.empty()) return flag;
     if (const char* env = std::getenv("TRAINSIM_DATA_DIR"); env != nullptr && *env != '\0') return env;
+    std::error_code ec;
+    const fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "scenarios";
+    if (!ec && fs::is_directory(beside / "hardware", ec)) return beside;
     return TRAINSIM_DEFAULT_DATA_DIR;
 }
 
@@ -92,6 +98,8 @@ struct MeasureArgs {
     std::string rendezvous_dir;
     std::string bootstrap = "auto";
     std::size_t stop_after = 0;
+    double gpu_timeout = 600.0; // CudaOptions::wait_timeout_s
+    double time_budget = 0;     // 0: none
 };
 
 std::string join_args(int argc, char** argv) {
@@ -123,6 +131,7 @@ int local_rank_from_env() {
     return -1;
 }
 
+#ifdef TRAINSIM_HAVE_MPI
 // The index of `rank` among the ranks on its host, from every rank's host name.
 int local_rank_from_hosts(const std::vector<std::string>& hosts, int rank) {
     int local = 0;
@@ -130,6 +139,7 @@ int local_rank_from_hosts(const std::vector<std::string>& hosts, int rank) {
         local += hosts[static_cast<std::size_t>(r)] == hosts[static_cast<std::size_t>(rank)] ? 1 : 0;
     return local;
 }
+#endif
 
 std::string launcher_session() {
     for (const char* v : {"PMIX_NAMESPACE", "SLURM_JOB_ID"})
@@ -159,6 +169,17 @@ bool want_mpi(const MeasureArgs& a) {
                                                    "libopenmpi-dev and reconfigure); --bootstrap file works");
     return false;
 #endif
+}
+
+// Says that the time budget stopped the run and how to finish it (stderr: the samples are complete
+// and `fit` reads them as they are).
+void report_budget(const MeasureSummary& sum, const MeasureArgs& a) {
+    if (!sum.budget_reached) return;
+    std::cerr << fmt::format(
+        "stopped at the time budget of {} s with {} of {} descriptors measured; the samples so "
+        "far are complete (fit reads them); continue with: measure --backend {} --plan {} --out "
+        "{} --resume\n",
+        a.time_budget, sum.already_done + sum.measured + sum.unsupported, sum.planned, a.backend, a.plan, a.out);
 }
 
 #ifdef TRAINSIM_HAVE_MPI
@@ -197,6 +218,10 @@ int run_measure_mpi(const MeasureArgs& a, PlanKind kind, MeasureOptions opts, co
     // would leave the others waiting in a collective.
     if (opts.stop_after && mpi.world() > 1)
         throw CalibrationInputError("--stop-after", "is a single-process test hook; not with several MPI ranks");
+    if (opts.time_budget_s && mpi.world() > 1)
+        throw CalibrationInputError("--time-budget",
+                                    "works in single-process runs only (ranks stopping apart would "
+                                    "leave the others in a collective); use it with one GPU");
     const RunDir run = shared_run_dir(mpi, a.out, a.resume);
     std::unique_ptr<Backend> backend;
     if (a.backend == "cpu") {
@@ -218,8 +243,11 @@ int run_measure_mpi(const MeasureArgs& a, PlanKind kind, MeasureOptions opts, co
             return std::vector<unsigned char>(id.begin(), id.end());
         };
         co.max_over_group = [&mpi](int size, std::vector<double>& times) { mpi.max_over_group(size, times); };
+        co.wait_timeout_s = a.gpu_timeout;
         backend = cuda.make(co);
     }
+    opts.burn_in_s = burn_in_seconds(a.backend);
+    opts.on_note = [r = mpi.rank()](const std::string& m) { std::cerr << fmt::format("rank {}: {}\n", r, m); };
     PlanContext ctx{a.backend, backend->ranks(), backend->rank_hosts()};
     const auto plan = make_plan(kind, ctx);
     ProgressBar bar(a.quiet || mpi.rank() != 0);
@@ -242,6 +270,12 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
     opts.plan_name = a.plan;
     opts.command_line = join_args(argc, argv);
     if (a.stop_after > 0) opts.stop_after = a.stop_after;
+    if (a.time_budget < 0 || !std::isfinite(a.time_budget))
+        throw CalibrationInputError("--time-budget", "must be a positive number of seconds");
+    if (a.time_budget > 0) opts.time_budget_s = a.time_budget;
+    if (!(a.gpu_timeout > 0) || !std::isfinite(a.gpu_timeout))
+        throw CalibrationInputError("--gpu-timeout", "must be a positive number of seconds");
+    opts.burn_in_s = burn_in_seconds(a.backend);
     check_backend(a.backend, cuda);
     if (want_mpi(a)) {
 #ifdef TRAINSIM_HAVE_MPI
@@ -267,6 +301,7 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
         if (!a.quiet)
             std::cerr << fmt::format("measured {} ({} unsupported), {} already done, of {} descriptors -> {}\n",
                                      sum.measured, sum.unsupported, sum.already_done, sum.planned, run.samples.string());
+        report_budget(sum, a);
         return kExitOk;
     }
     // Who am I: given (--rank/--world, a child of the launcher), from an MPI / Slurm launch,
@@ -294,6 +329,11 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
         }
     }
     if (world < 1) world = 1;
+    if (opts.time_budget_s && world > 1)
+        throw CalibrationInputError("--time-budget", fmt::format("works in single-process runs only (ranks stopping "
+                                                                 "apart would leave the others in a collective); this "
+                                                                 "run has {} GPUs: add --gpus 1",
+                                                                 world));
     const fs::path rdv = a.rendezvous_dir.empty() ? out / ".rendezvous" : fs::path(a.rendezvous_dir);
 
     // Every rank reads which keys are done before NCCL initialises (a barrier), so none sees
@@ -305,6 +345,7 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
         std::vector<std::string> args{argv[0], "measure", "--backend", "cuda", "--plan", a.plan, "--out", a.out,
                                       "--world", std::to_string(world), "--session", session, "--rendezvous",
                                       rdv.string(), "--quiet"};
+        args.insert(args.end(), {"--gpu-timeout", fmt::format("{}", a.gpu_timeout)});
         if (a.resume) args.emplace_back("--resume");
         children = detail::spawn_ranks(args, world);
     }
@@ -316,16 +357,19 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
         co.local_rank = local_rank;
         co.rendezvous_dir = rdv;
         co.session = session;
+        co.wait_timeout_s = a.gpu_timeout;
         auto backend = cuda.make(co);
         PlanContext ctx{"cuda", world, backend->rank_hosts()};
         const auto plan = make_plan(kind, ctx);
         ProgressBar bar(a.quiet || rank != 0);
         opts.on_progress = [&](const Progress& p) { bar(p); };
+        opts.on_note = [rank](const std::string& m) { std::cerr << fmt::format("rank {}: {}\n", rank, m); };
         const auto sum = measure(*backend, plan, run, opts);
         if (rank == 0 && !a.quiet)
             std::cerr << fmt::format("measured {} ({} unsupported), {} already done, of {} descriptors on {} GPU{} -> {}\n",
                                      sum.measured, sum.unsupported, sum.already_done, sum.planned, world,
                                      world > 1 ? "s" : "", run.samples.string());
+        if (rank == 0) report_budget(sum, a);
     } catch (...) {
         detail::stop_ranks(children);
         throw;
@@ -536,6 +580,31 @@ int run_import_gemm(const ImportArgs& a, int argc, char** argv) {
     return report_import(a, csvs, replaced, w, files, "GEMMs", "");
 }
 
+// `env`: what this binary resolves at run time, so that a bare machine's gpu-check can show it
+// before anything runs. The CUDA part comes from the CUDA backend's library (empty without CUDA).
+int run_env(const CudaEntry& cuda, bool as_json, bool require_gpu) {
+    json j;
+    j["trainsim_calibrate"] = TRAINSIM_VERSION;
+    j["built_with_cuda"] = static_cast<bool>(cuda.environment);
+#ifdef TRAINSIM_HAVE_MPI
+    j["built_with_mpi"] = true;
+#else
+    j["built_with_mpi"] = false;
+#endif
+    if (cuda.environment) j.update(cuda.environment());
+    if (as_json) {
+        std::cout << j.dump(2) << "\n";
+    } else {
+        for (const auto& [k, v] : j.items())
+            std::cout << fmt::format("{:<20} {}\n", k, v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    if (require_gpu && j.value("cuda_devices", 0) == 0)
+        throw NoDeviceError(cuda.environment
+                                ? j.value("no_device_reason", std::string("no CUDA device"))
+                                : "no CUDA device: this trainsim-calibrate was built without CUDA support");
+    return kExitOk;
+}
+
 } // namespace
 
 int run_cli(int argc, char** argv, const CudaEntry& cuda) {
@@ -562,6 +631,17 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
     measure_cmd->add_option("--bootstrap", m.bootstrap,
                             "how ranks meet: auto (MPI when started by mpirun in an MPI build, else files), mpi, file");
     measure_cmd->add_option("--stop-after", m.stop_after, "stop after N descriptors (tests)")->group(hidden);
+    measure_cmd->add_option("--gpu-timeout", m.gpu_timeout,
+                            "cuda: give up on a GPU wait (a dead or stuck peer) after SECONDS and abort NCCL (default "
+                            "600, PyTorch's NCCL timeout)");
+    measure_cmd->add_option("--time-budget", m.time_budget,
+                            "stop before a descriptor that would end past SECONDS since the start (one process only); "
+                            "the rest is left for --resume");
+
+    bool env_json = false, env_require_gpu = false;
+    auto* env_cmd = app.add_subcommand("env", "print what this build finds at run time: GPUs, CUDA, cuBLASLt, NCCL");
+    env_cmd->add_flag("--json", env_json, "print JSON");
+    env_cmd->add_flag("--require-gpu", env_require_gpu, "exit 2 with 'no CUDA device: ...' when no GPU is usable");
 
     FitArgs f;
     auto* fit_cmd = app.add_subcommand("fit", "fit DIR/samples.jsonl into a hardware profile");
@@ -614,6 +694,7 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
         return code == 0 ? kExitOk : kExitBadInput;
     }
     if (*measure_cmd) return run_measure(m, argc, argv, cuda);
+    if (*env_cmd) return run_env(cuda, env_json, env_require_gpu);
     if (*fit_cmd) return run_fit(f);
     if (*nccl_cmd) return run_import_nccl(im, argc, argv);
     if (*gemm_cmd) return run_import_gemm(im, argc, argv);

@@ -274,6 +274,19 @@ public:
             d.group_size > 1)
             procs_->max_over_group(d.group_size, times);
     }
+    // Processes: an MPI_Allreduce over the group's ranks is the barrier and the vote. Threads: one
+    // process decides for all of them, and its ranks meet inside every collective step.
+    void barrier(const Descriptor& d) override {
+        if (!procs_ || !procs_->max_over_group) return;
+        std::vector<double> one{0.0};
+        procs_->max_over_group(d.group_size, one);
+    }
+    [[nodiscard]] int first_failing_rank(const Descriptor& d, bool ok) override {
+        if (!procs_ || !procs_->max_over_group) return ok ? -1 : 0;
+        return lowest_failing_rank(procs_->rank, procs_->world, ok,
+                                   [&](std::vector<double>& v) { procs_->max_over_group(d.group_size, v); });
+    }
+
     [[nodiscard]] SampleTelemetry telemetry() const override { return {}; }
 
     [[nodiscard]] double rough_seconds(const Descriptor& d) const override {

@@ -147,6 +147,7 @@ public:
         const int local = o.local_rank >= 0 ? o.local_rank : rank_;
         const int ordinal = o.device >= 0 ? o.device : local % n;
         dev_ = std::make_unique<k::GpuDevice>(ordinal);
+        dev_->set_wait_timeout(o.wait_timeout_s);
         hosts_.assign(static_cast<std::size_t>(world_), host_name());
         if (world_ > 1) {
             const auto make_id = [] {
@@ -192,6 +193,9 @@ public:
 
     [[nodiscard]] nlohmann::json provenance() const override {
         const k::DeviceInfo& i = dev_->info();
+        const std::string nccl = i.nccl_version > 0
+                                     ? version3(i.nccl_version, 10000, 100)
+                                     : std::string("not loaded (not needed with one GPU; NCCL_HOME points at it)");
         nlohmann::json tel = nlohmann::json::object();
         if (start_telemetry_.sm_clock_mhz) tel["sm_clock_mhz"] = *start_telemetry_.sm_clock_mhz;
         if (start_telemetry_.temperature_c) tel["temperature_c"] = *start_telemetry_.temperature_c;
@@ -208,9 +212,11 @@ public:
                 {"cuda_runtime", fmt::format("{}.{}", i.runtime_version / 1000, (i.runtime_version % 1000) / 10)},
                 {"nvidia_driver", i.nvidia_driver.empty() ? "unknown (no NVML)" : i.nvidia_driver},
                 {"cublaslt", version3(static_cast<long>(i.cublaslt_version), 10000, 100)},
-                {"nccl", version3(i.nccl_version, 10000, 100)},
-                {"attention", "unfused fallback: cuBLASLt batched GEMMs + softmax kernel (cuDNN frontend not "
-                              "available at build time)"},
+                {"nccl", nccl},
+                {"nccl_library", i.nccl_library},
+                {"attention",
+                 "unfused fallback: cuBLASLt batched GEMMs + softmax kernel (cuDNN frontend not "
+                 "available at build time)"},
                 {"ranks", world_},
                 {"bootstrap", world_ == 1 ? "none" : (mpi_ ? "mpi" : "file rendezvous")},
                 {"hosts", hosts_},
@@ -252,6 +258,7 @@ public:
     }
 
     [[nodiscard]] bool healthy() override {
+        if (dev_->aborted()) return false; // a wait gave up: waiting again would too
         try {
             dev_->synchronize(); // a sticky error (illegal address, ECC) fails every later call
             return true;
@@ -260,14 +267,43 @@ public:
         }
     }
 
+    void barrier(const Descriptor& d) override {
+        // MPI_Allreduce under MPI (nccl-tests barriers with MPI_Barrier), else a one-element NCCL
+        // all-reduce and a wait for it, as PyTorch's ProcessGroupNCCL::barrier does.
+        std::vector<double> one{0.0};
+        max_over_group(d, one);
+    }
+
+    [[nodiscard]] int first_failing_rank(const Descriptor& d, bool ok) override {
+        return lowest_failing_rank(rank_, world_, ok, [&](std::vector<double>& v) { max_over_group(d, v); });
+    }
+
+    void burn_in(double seconds) override {
+        // The short benchmark's own GEMM (8192^3 BF16, heuristic's first algorithm), in batches of
+        // 10 calls until `seconds` have passed; best effort: a device that cannot run it skips it.
+        try {
+            k::GemmSpec g;
+            g.m = g.n = g.k = 8192;
+            g.a = g.b = k::DType::bf16;
+            k::Gemm gemm(*dev_, g);
+            double spent = 0;
+            while (spent < seconds) {
+                dev_->start_timer();
+                for (int i = 0; i < 10; ++i) gemm.run();
+                spent += dev_->stop_timer();
+            }
+        } catch (const k::KernelUnsupported&) {
+        }
+        dev_->release_scratch();
+    }
+
     void start_timer() override { dev_->start_timer(); }
     [[nodiscard]] double stop_timer() override { return dev_->stop_timer(); }
     void flush_caches() override { dev_->flush_l2(); }
 
     void reduce_times(const Descriptor& d, std::vector<double>& times) override {
         if ((d.kind == OpKind::collective || d.kind == OpKind::overlap) && d.group_size > 1) {
-            if (max_over_group_) max_over_group_(d.group_size, times);
-            else comm(d).max_over_ranks(times);
+            max_over_group(d, times);
         }
     }
 
@@ -292,6 +328,14 @@ public:
     void end_of_kind() override { dev_->release_scratch(); }
 
 private:
+    // Element-wise max over the descriptor's group: MPI_Allreduce under MPI, else NCCL's.
+    void max_over_group(const Descriptor& d, std::vector<double>& v) {
+        if (max_over_group_)
+            max_over_group_(d.group_size, v);
+        else
+            comm(d).max_over_ranks(v);
+    }
+
     k::NcclComm& comm(const Descriptor& d) {
         auto it = groups_.find(d.group_size);
         if (it == groups_.end() || it->second == nullptr)
@@ -317,7 +361,32 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& opts) {
         return std::make_unique<CudaBackend>(opts);
     } catch (const k::NoCudaDevice& e) {
         throw NoDeviceError(std::string("no CUDA device: ") + e.detail());
+    } catch (const k::NcclNotFound& e) {
+        // An environment problem, not a failure of the run: exit 2 with where it was looked for.
+        throw CalibrationInputError("NCCL",
+                                    fmt::format("{} GPUs need NCCL to communicate: {}", opts.world, e.detail()));
     }
+}
+
+nlohmann::json cuda_environment() {
+    const k::RuntimeReport r = k::runtime_report();
+    auto ver = [](int v) { return v > 0 ? fmt::format("{}.{}", v / 1000, (v % 1000) / 10) : std::string(); };
+    nlohmann::json j;
+    j["cuda_devices"] = r.device_count;
+    j["devices"] = r.devices;
+    if (r.device_count == 0) j["no_device_reason"] = "no CUDA device: " + r.no_device_reason;
+    j["cuda_runtime"] = ver(r.runtime_version);
+    j["cuda_driver"] = r.driver_version > 0 ? nlohmann::json(ver(r.driver_version)) : nlohmann::json(nullptr);
+    j["cublaslt"] = version3(static_cast<long>(r.cublaslt_version), 10000, 100);
+    j["cublaslt_library"] = r.cublaslt_library;
+    if (r.nccl_library.empty()) {
+        j["nccl"] = nullptr;
+        j["nccl_missing"] = r.nccl_missing;
+    } else {
+        j["nccl"] = version3(r.nccl_version, 10000, 100);
+        j["nccl_library"] = r.nccl_library;
+    }
+    return j;
 }
 
 int cuda_device_count() { return k::gpu_count(); }

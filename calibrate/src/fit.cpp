@@ -2,8 +2,9 @@
 
 #include "trainsim/calibrate/calibrate_error.hpp"
 
-#include <Eigen/Dense>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <Eigen/Dense>
 
 #include <algorithm>
 #include <cmath>
@@ -307,15 +308,21 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
     });
 
     // ---- memory-bound kernels ----
+    // Each kernel is fitted alone; the joint curve ("all", written to the profile) pools only the
+    // kernels that stream at HBM speed. Kernels that move their bytes in 16-byte vectors reach the
+    // same bandwidth give or take a few percent whatever their arithmetic (memory-bound); one far
+    // slower is not bandwidth-bound as written (scalar loads, too little parallelism), and pooling
+    // it would put its inefficiency into hbm_efficiency, which the simulator applies to every
+    // element-wise op. Criterion, not a measured constant: a kernel below kPoolFraction of the
+    // fastest kernel's bandwidth of its precision stays out of the pool, and the report says so.
+    constexpr double kPoolFraction = 0.8;
     std::map<Precision, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>> mem;
     for (const auto& s : file.samples) {
         if (s.desc.kind != OpKind::memory || !s.ok()) continue;
         const auto pr = mapped(opts, s.desc.dtype);
         if (!pr) continue;
-        for (const std::string& k : {s.desc.op, std::string("all")}) {
-            mem[*pr][k].first.push_back(s.desc.bytes_moved());
-            mem[*pr][k].second.push_back(s.time.median);
-        }
+        mem[*pr][s.desc.op].first.push_back(s.desc.bytes_moved());
+        mem[*pr][s.desc.op].second.push_back(s.time.median);
     }
     std::int64_t largest_copy = 0;
     for (const auto& s : file.samples)
@@ -324,39 +331,69 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
             largest_copy = s.desc.elements;
             rep.copy_bandwidth = s.bandwidth();
         }
+    auto memory_fit = [&](Precision prec, const std::string& kernel, const std::vector<double>& bytes,
+                          const std::vector<double>& t) {
+        MemoryFit m;
+        m.precision = model::to_string(prec);
+        m.kernel = kernel;
+        m.quality = fit_line(bytes, t);
+        m.alpha = m.quality.alpha;
+        m.bandwidth = m.quality.slope > 0 ? 1.0 / m.quality.slope : 0.0;
+        m.efficiency = base.hbm_bandwidth.value() > 0 ? m.bandwidth / base.hbm_bandwidth.value() : 0.0;
+        return m;
+    };
     for (const auto& [prec, kernels] : mem) {
+        std::vector<MemoryFit> fits;
         for (const auto& [kernel, pts] : kernels) {
-            std::set<double> distinct(pts.first.begin(), pts.first.end());
-            if (distinct.size() < 2) {
+            if (std::set<double>(pts.first.begin(), pts.first.end()).size() < 2) {
                 rep.notes.push_back(fmt::format("memory {} {}: one size only, no fit", model::to_string(prec), kernel));
                 continue;
             }
-            MemoryFit m;
-            m.precision = model::to_string(prec);
-            m.kernel = kernel;
-            m.quality = fit_line(pts.first, pts.second);
-            m.alpha = m.quality.alpha;
-            m.bandwidth = m.quality.slope > 0 ? 1.0 / m.quality.slope : 0.0;
-            m.efficiency = base.hbm_bandwidth.value() > 0 ? m.bandwidth / base.hbm_bandwidth.value() : 0.0;
-            if (kernel == "all" && m.bandwidth > 0) {
-                p.memory_curve[prec] = model::AlphaBeta{model::Time::from_seconds(m.alpha), model::Bandwidth(m.bandwidth)};
-                if (prec == Precision::bf16) {
-                    // The simulator's elementwise model is bytes / (hbm_bandwidth * hbm_efficiency)
-                    // + kernel_overhead: the bf16 curve sets both.
-                    p.hbm_efficiency = std::min(1.0, m.efficiency);
-                    replace("memory.hbm_efficiency",
-                            fmt::format("memory-bound kernels reach {} = {:.4g} of {} (t = t0 + bytes / BW fit, R^2 "
-                                        "{:.4f})",
-                                        gbps(m.bandwidth), m.efficiency, gbps(base.hbm_bandwidth.value()), m.quality.r2));
-                    if (m.alpha > 0) {
-                        p.kernel_overhead = model::Time::from_seconds(m.alpha);
-                        replace("compute.kernel_overhead",
-                                fmt::format("fixed cost t0 = {} of the memory-bound kernel fit", micros(m.alpha)));
-                    }
+            fits.push_back(memory_fit(prec, kernel, pts.first, pts.second));
+        }
+        double fastest = 0;
+        for (const auto& m : fits) fastest = std::max(fastest, m.bandwidth);
+        std::vector<double> pool_bytes, pool_t;
+        std::vector<std::string> pooled;
+        for (auto& m : fits) {
+            m.pooled = m.bandwidth >= kPoolFraction * fastest;
+            if (m.pooled) {
+                const auto& pts = kernels.at(m.kernel);
+                pool_bytes.insert(pool_bytes.end(), pts.first.begin(), pts.first.end());
+                pool_t.insert(pool_t.end(), pts.second.begin(), pts.second.end());
+                pooled.push_back(m.kernel);
+            } else {
+                rep.notes.push_back(fmt::format(
+                    "memory {} {}: {} is below {:.0f}% of the fastest kernel's {}: not "
+                    "bandwidth-bound as written, left out of the joint curve",
+                    model::to_string(prec), m.kernel, gbps(m.bandwidth), 100 * kPoolFraction, gbps(fastest)));
+            }
+        }
+        for (auto& m : fits) rep.memory.push_back(std::move(m));
+        if (pooled.empty()) continue;
+        MemoryFit all = memory_fit(prec, "all", pool_bytes, pool_t);
+        all.pooled = true;
+        // With a single kernel of several sizes the joint curve is that kernel's.
+        if (all.bandwidth > 0) {
+            p.memory_curve[prec] =
+                model::AlphaBeta{model::Time::from_seconds(all.alpha), model::Bandwidth(all.bandwidth)};
+            if (prec == Precision::bf16) {
+                // The simulator's elementwise model is bytes / (hbm_bandwidth * hbm_efficiency)
+                // + kernel_overhead: the bf16 curve sets both.
+                p.hbm_efficiency = std::min(1.0, all.efficiency);
+                replace("memory.hbm_efficiency",
+                        fmt::format("memory-bound kernels ({}) reach {} = {:.4g} of {} (t = t0 + bytes / BW fit, R^2 "
+                                    "{:.4f})",
+                                    fmt::join(pooled, ", "), gbps(all.bandwidth), all.efficiency,
+                                    gbps(base.hbm_bandwidth.value()), all.quality.r2));
+                if (all.alpha > 0) {
+                    p.kernel_overhead = model::Time::from_seconds(all.alpha);
+                    replace("compute.kernel_overhead",
+                            fmt::format("fixed cost t0 = {} of the memory-bound kernel fit", micros(all.alpha)));
                 }
             }
-            rep.memory.push_back(std::move(m));
         }
+        rep.memory.push_back(std::move(all));
     }
 
     // ---- collectives ----
@@ -578,8 +615,13 @@ json to_json(const FitReport& r) {
                              {"best_over_first", g.best_over_first}});
     j["memory"] = json::array();
     for (const auto& m : r.memory)
-        j["memory"].push_back({{"precision", m.precision}, {"kernel", m.kernel}, {"alpha_s", m.alpha},
-                               {"bandwidth", m.bandwidth}, {"efficiency", m.efficiency}, {"fit", line_json(m.quality)}});
+        j["memory"].push_back({{"precision", m.precision},
+                               {"kernel", m.kernel},
+                               {"alpha_s", m.alpha},
+                               {"bandwidth", m.bandwidth},
+                               {"efficiency", m.efficiency},
+                               {"fit", line_json(m.quality)},
+                               {"in_joint_curve", m.pooled}});
     j["collectives"] = json::array();
     for (const auto& c : r.collectives)
         j["collectives"].push_back({{"op", c.op}, {"group_size", c.group_size}, {"scope", c.scope}, {"alpha_s", c.alpha},
@@ -626,8 +668,9 @@ std::string format_report(const FitReport& r) {
     if (!r.memory.empty()) {
         s += "Memory-bound kernels: t = t0 + bytes / BW\n";
         for (const auto& m : r.memory)
-            s += fmt::format("  {:<5} {:<14} t0 {:>9}  BW {:>12} ({:.4g} of HBM)  {}\n", m.precision, m.kernel,
-                             micros(m.alpha), gbps(m.bandwidth), m.efficiency, quality(m.quality));
+            s += fmt::format("  {:<5} {:<14} t0 {:>9}  BW {:>12} ({:.4g} of HBM)  {}{}\n", m.precision, m.kernel,
+                             micros(m.alpha), gbps(m.bandwidth), m.efficiency, quality(m.quality),
+                             m.pooled ? "" : "  (not in the joint curve)");
     }
     if (!r.collectives.empty()) {
         s += "Collectives: t = alpha + bus bytes / busbw (nccl-tests busbw)\n";

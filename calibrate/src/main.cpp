@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
 #ifdef TRAINSIM_HAVE_CUDA
     cuda.make = [](const CudaOptions& o) { return make_cuda_backend(o); };
     cuda.device_count = [] { return cuda_device_count(); };
+    cuda.environment = [] { return cuda_environment(); };
 #endif
     try {
         return run_cli(argc, argv, cuda);

@@ -32,6 +32,16 @@ std::string utc_now() {
     return buf;
 }
 
+int lowest_failing_rank(int rank, int world, bool ok, const std::function<void(std::vector<double>&)>& max_over_group) {
+    std::vector<double> v{ok ? 0.0 : static_cast<double>(world - rank)};
+    max_over_group(v);
+    return v[0] > 0 ? world - static_cast<int>(v[0]) : -1;
+}
+
+bool runs_on_group(const Descriptor& d) {
+    return (d.kind == OpKind::collective || d.kind == OpKind::overlap) && d.group_size > 1;
+}
+
 TimeStats time_op(Backend& backend, PreparedOp& op, const Descriptor& d) {
     const int calls = std::max(1, d.calls_per_sample);
     // Warm-up: clocks ramp, caches and lazily created library state (cuBLASLt kernels, NCCL
@@ -45,11 +55,17 @@ TimeStats time_op(Backend& backend, PreparedOp& op, const Descriptor& d) {
     }
     std::vector<double> per_call;
     per_call.reserve(static_cast<std::size_t>(d.iters));
+    // A collective's ranks meet before each sample, then time `calls` back-to-back calls between
+    // two events, as nccl-tests' BenchTime does (Barrier, then iters x startColl, then one
+    // completeColl; NVIDIA/nccl-tests src/common.cu): the per-call time holds neither the skew
+    // between ranks nor, beyond 1/calls of it, the first launch onto an idle stream.
+    const bool meet = d.kind == OpKind::collective && d.group_size > 1;
     for (int i = 0; i < std::max(1, d.iters); ++i) {
         op.before_sample();
         // The flush only makes sense before a single call: in a batch the later calls find
-        // their operands in cache anyway (batches are for tiny collectives, not flushed).
+        // their operands in cache anyway (collectives are not flushed).
         if (d.flush_l2 && calls == 1) backend.flush_caches();
+        if (meet) backend.barrier(d);
         backend.start_timer();
         for (int c = 0; c < calls; ++c) op.run();
         const double t = backend.stop_timer();
@@ -186,6 +202,8 @@ MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, co
         info["descriptors"] = plan.size();
         info["resumed"] = !run.done.empty();
         info["already_done"] = sum.already_done;
+        info["burn_in_s"] = opts.burn_in_s;
+        if (opts.time_budget_s) info["time_budget_s"] = *opts.time_budget_s;
         info["provenance"] = backend.provenance();
         sum.run_info = write_run_info(run.dir, info);
         writer.emplace(run.samples);
@@ -194,12 +212,25 @@ MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, co
     double rough_total = 0;
     for (const auto* d : todo) rough_total += backend.rough_seconds(*d);
     double rough_done = 0;
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto now = [&opts] {
+        return opts.clock ? opts.clock()
+                          : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
+    const double t0 = now();
+    const auto elapsed = [&] { return now() - t0; };
     std::optional<OpKind> last_kind;
     std::size_t done_now = 0;
+    // Every session starts from whatever state the GPU is in (idle clocks after a break, or a
+    // resume): the burn-in brings it to the state the plan's samples are meant to see.
+    if (!todo.empty() && opts.burn_in_s > 0) backend.burn_in(opts.burn_in_s);
 
     for (const auto* dp : todo) {
         const Descriptor& d = *dp;
+        if (opts.time_budget_s && elapsed() + backend.rough_seconds(d) > *opts.time_budget_s) {
+            sum.stopped_early = true;
+            sum.budget_reached = true;
+            break;
+        }
         if (last_kind && *last_kind != d.kind) backend.end_of_kind();
         last_kind = d.kind;
         rough_done += backend.rough_seconds(d);
@@ -209,41 +240,60 @@ MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, co
         Sample s;
         s.desc = d;
         s.backend = backend.name();
-        std::exception_ptr failed; // an op of this rank alone that failed while it ran
-        if (auto why = backend.unsupported(d)) {
+        auto record_unsupported = [&](std::string reason) {
+            s = Sample{};
+            s.desc = d;
+            s.backend = backend.name();
             s.status = "unsupported";
-            s.reason = *why;
+            s.reason = std::move(reason);
+        };
+        std::exception_ptr failed; // an op of this rank alone that failed while it ran
+        std::unique_ptr<PreparedOp> op;
+        std::optional<std::string> why = backend.unsupported(d);
+        if (!why) {
+            try {
+                op = backend.prepare(d);
+            } catch (const OpUnsupported& e) {
+                why = e.what();
+            } catch (const std::exception& e) {
+                why = fmt::format("failed while preparing: {}", e.what());
+                failed = std::current_exception();
+            }
+        }
+        // The group's ranks decide together: every one runs it, or none does.
+        if (runs_on_group(d)) {
+            const int bad = backend.first_failing_rank(d, !why);
+            if (bad >= 0 && !why)
+                why = fmt::format("rank {} of the group of {} could not run it (its reason is on its stderr)", bad,
+                                  d.group_size);
+        }
+        if (why) {
+            op.reset();
+            record_unsupported(*why);
         } else {
             try {
-                auto op = backend.prepare(d);
                 s.time = time_op(backend, *op, d);
                 s.impl = op->implementation();
                 s.algo_index = op->algo_index();
                 s.algo_count = op->algo_count();
                 s.telemetry = backend.telemetry();
             } catch (const OpUnsupported& e) {
-                s = Sample{};
-                s.desc = d;
-                s.backend = backend.name();
-                s.status = "unsupported";
-                s.reason = e.what();
+                record_unsupported(e.what());
             } catch (const std::exception& e) {
                 // The other ranks are inside a collective: it cannot be skipped by one rank alone.
-                if (d.kind == OpKind::collective || d.kind == OpKind::overlap) throw;
+                if (runs_on_group(d)) throw;
                 // Recorded, so that --resume does not meet the same failure again; the run goes
                 // on unless the device is left unusable.
-                s = Sample{};
-                s.desc = d;
-                s.backend = backend.name();
-                s.status = "unsupported";
-                s.reason = fmt::format("failed while running: {}", e.what());
+                record_unsupported(fmt::format("failed while running: {}", e.what()));
                 failed = std::current_exception();
             }
         }
+        op.reset();
         s.measured_at = utc_now();
         if (s.ok()) ++sum.measured;
         else ++sum.unsupported;
         if (writer) writer->append(s);
+        if (!writer && !s.ok() && opts.on_note) opts.on_note(fmt::format("{}: {}", d.key, s.reason));
         if (failed && !backend.healthy()) std::rethrow_exception(failed);
 
         if (opts.on_progress) {
@@ -251,7 +301,7 @@ MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, co
             p.done = done_now;
             p.total = todo.size();
             p.key = d.key;
-            p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            p.elapsed_s = elapsed();
             p.eta_s = rough_done > 0 ? p.elapsed_s * (rough_total - rough_done) / rough_done : 0.0;
             opts.on_progress(p);
         }

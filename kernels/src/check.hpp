@@ -4,6 +4,8 @@
 
 #include "trainsim/kernels/kernel_error.hpp"
 
+#include "nccl_api.hpp"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -38,11 +40,17 @@ inline void check_cublas(cublasStatus_t s, std::string_view expr, const std::str
     throw KernelError(call_name(expr), context, detail);
 }
 
+// `expr` is a call through the loaded NCCL (nccl().AllReduce(...)): the name reported is NCCL's
+// own (ncclAllReduce).
 inline void check_nccl(ncclResult_t r, std::string_view expr, const std::string& context, ncclComm_t comm = nullptr) {
     if (r == ncclSuccess || r == ncclInProgress) return;
-    std::string detail = ncclGetErrorString(r);
-    if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0') detail += std::string(": ") + last;
-    throw KernelError(call_name(expr), context, detail);
+    const NcclApi* api = try_nccl();
+    std::string detail = api != nullptr ? api->GetErrorString(r) : "ncclResult " + std::to_string(static_cast<int>(r));
+    if (const char* last = api != nullptr ? api->GetLastError(comm) : nullptr; last != nullptr && *last != '\0')
+        detail += std::string(": ") + last;
+    std::string call = call_name(expr);
+    if (const auto dot = call.rfind('.'); dot != std::string::npos) call = "nccl" + call.substr(dot + 1);
+    throw KernelError(call, context, detail);
 }
 
 } // namespace trainsim::kernels::detail

@@ -11,12 +11,25 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace trainsim::kernels {
 
 namespace detail {
 class Nvml;  // libnvidia-ml opened at run time (gpu_device.cpp)
-}
+
+// A communicator whose asynchronous errors every wait on its device polls (NcclComm registers
+// its state; nccl_comm.cpp).
+class CommWatch {
+public:
+    virtual ~CommWatch() = default;
+    // ncclCommGetAsyncError's answer (ncclSuccess while healthy).
+    [[nodiscard]] virtual ncclResult_t async_error() = 0;
+    // ncclCommAbort: uncompleted operations are aborted, the communicator is gone.
+    virtual void abort() noexcept = 0;
+    [[nodiscard]] virtual std::string describe() const = 0;
+};
+} // namespace detail
 
 struct GpuDevice::Impl {
     DeviceInfo info;
@@ -24,6 +37,7 @@ struct GpuDevice::Impl {
     cudaEvent_t start = nullptr, stop = nullptr;
     void* l2_flush = nullptr;
     std::size_t l2_flush_bytes = 0;
+    unsigned* l2_flush_sink = nullptr; // the flush kernel's never-taken store (keeps its loads)
     cublasLtHandle_t lt = nullptr;
     // cuBLASLt workspace: 32 MiB, what Transformer Engine and PyTorch give Hopper GEMMs
     // (smaller workspaces rule out some split-K / stream-K algorithms).
@@ -45,6 +59,19 @@ struct GpuDevice::Impl {
     };
     std::map<std::string, Slot> slots;
     std::uint64_t seed = 1;
+
+    // Waits on this device (timers, synchronize, the overlap's communication stream, NCCL's
+    // max over ranks) poll NCCL's asynchronous errors and give up after wait_timeout_s.
+    std::vector<detail::CommWatch*> watched;
+    double wait_timeout_s = GpuDevice::kDefaultWaitTimeoutSeconds;
+    bool aborted = false; // communicators aborted after an error: teardown must not wait on the GPU
+    // Until `event` completes (null: until `s` is idle): cudaEventQuery / cudaStreamQuery in a loop
+    // that yields the CPU (NCCL's proxy threads need it) and polls ncclCommGetAsyncError of every
+    // watched communicator, as nccl-tests' testStreamSynchronize does (NVIDIA/nccl-tests
+    // src/common.cu). On an asynchronous error or after wait_timeout_s every watched communicator
+    // is aborted (ncclCommAbort) and KernelTimeout names `what`.
+    void wait(cudaStream_t s, cudaEvent_t event, const std::string& what);
+    void abort_watched() noexcept;
 
     // A buffer of at least `bytes` filled with random values of type `fill`.
     void* scratch(const std::string& name, std::size_t bytes, DType fill, const std::string& context,

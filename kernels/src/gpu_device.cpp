@@ -2,12 +2,15 @@
 
 #include "device_impl.hpp"
 #include "device_kernels.hpp"
+#include "nccl_api.hpp"
+#include "wait_loop.hpp"
 
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace trainsim::kernels {
@@ -164,7 +167,11 @@ DeviceInfo query(int ordinal, const detail::Nvml* nvml) {
     TS_CUDA(cudaDriverGetVersion(&d.driver_version), ctx);
     TS_CUDA(cudaRuntimeGetVersion(&d.runtime_version), ctx);
     d.cublaslt_version = cublasLtGetVersion();
-    TS_NCCL(ncclGetVersion(&d.nccl_version), ctx);
+    // NCCL is opened at run time and only runs that communicate need it (nccl_api.hpp).
+    if (const detail::NcclApi* api = detail::try_nccl(&d.nccl_missing)) {
+        d.nccl_version = api->version;
+        d.nccl_library = api->library;
+    }
     if (nvml != nullptr) d.nvidia_driver = nvml->driver();
     return d;
 }
@@ -176,6 +183,37 @@ DeviceInfo device_info(int ordinal) {
     return query(ordinal, &nvml);
 }
 
+RuntimeReport runtime_report() noexcept {
+    RuntimeReport r;
+    try {
+        r.device_count = gpu_count();
+        if (r.device_count == 0) r.no_device_reason = no_gpu_reason();
+        for (int i = 0; i < r.device_count; ++i) {
+            cudaDeviceProp prop{};
+            if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+                (void)cudaGetLastError();
+                continue;
+            }
+            r.devices.push_back(std::to_string(i) + ": " + prop.name + " (" + std::to_string(prop.major) + "." +
+                                std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) +
+                                " SMs, " + std::to_string(prop.totalGlobalMem >> 30) + " GiB)");
+        }
+        if (cudaRuntimeGetVersion(&r.runtime_version) != cudaSuccess) (void)cudaGetLastError();
+        if (cudaDriverGetVersion(&r.driver_version) != cudaSuccess) (void)cudaGetLastError();
+        r.cublaslt_version = cublasLtGetVersion();
+        Dl_info info{};
+        if (dladdr(reinterpret_cast<void*>(&cublasLtGetVersion), &info) != 0 && info.dli_fname != nullptr)
+            r.cublaslt_library = info.dli_fname;
+        if (const detail::NcclApi* api = detail::try_nccl(&r.nccl_missing)) {
+            r.nccl_version = api->version;
+            r.nccl_library = api->library;
+        }
+    } catch (...) {
+        // A report, not a check: what could not be read stays empty.
+    }
+    return r;
+}
+
 Telemetry telemetry(int ordinal) {
     const detail::Nvml nvml;
     return nvml.read(device_info(ordinal).pci_bus_id);
@@ -184,15 +222,58 @@ Telemetry telemetry(int ordinal) {
 // ---------------------------------------------------------------------------------------------
 
 GpuDevice::Impl::~Impl() {
+    // After an abort the GPU may still hold work that never finishes: no wait, no free (each
+    // would block); the process is ending with the error anyway.
+    if (aborted) return;
     // Destructors must not throw: errors while tearing down are ignored (the run is over).
     release_scratch();
     if (lt != nullptr) cublasLtDestroy(lt);
     if (workspace != nullptr) cudaFree(workspace);
     if (scales != nullptr) cudaFree(scales);
     if (l2_flush != nullptr) cudaFree(l2_flush);
+    if (l2_flush_sink != nullptr) cudaFree(l2_flush_sink);
     if (start != nullptr) cudaEventDestroy(start);
     if (stop != nullptr) cudaEventDestroy(stop);
     if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+void GpuDevice::Impl::abort_watched() noexcept {
+    aborted = true;
+    for (auto* w : watched) w->abort();
+}
+
+void GpuDevice::Impl::wait(cudaStream_t s, cudaEvent_t event, const std::string& what) {
+    auto ready = [&] {
+        const cudaError_t q = event != nullptr ? cudaEventQuery(event) : cudaStreamQuery(s);
+        if (q == cudaErrorNotReady) return false;
+        detail::check_cuda(q, event != nullptr ? "cudaEventQuery" : "cudaStreamQuery", what);
+        return true;
+    };
+    auto async_error = [&]() -> std::optional<std::string> {
+        for (auto* w : watched) {
+            const ncclResult_t e = w->async_error();
+            if (e == ncclSuccess || e == ncclInProgress) continue;
+            const detail::NcclApi* api = detail::try_nccl();
+            return w->describe() + ": " + (api != nullptr ? api->GetErrorString(e) : "error " + std::to_string(e));
+        }
+        return std::nullopt;
+    };
+    std::string why;
+    switch (detail::wait_until(ready, async_error, wait_timeout_s, &why)) {
+        case detail::WaitEnd::done:
+            return;
+        case detail::WaitEnd::async_error:
+            abort_watched();
+            throw KernelTimeout("ncclCommGetAsyncError", what,
+                                "NCCL reported an asynchronous error (" + why + "); its communicators were aborted");
+        case detail::WaitEnd::timeout:
+            abort_watched();
+            throw KernelTimeout("timeout", what,
+                                "the GPU work did not finish within " +
+                                    std::to_string(static_cast<long>(wait_timeout_s)) +
+                                    " s (--gpu-timeout): a rank died or hangs, or a kernel never ends" +
+                                    (watched.empty() ? std::string() : "; the NCCL communicators were aborted"));
+    }
 }
 
 void GpuDevice::Impl::check_memory(std::size_t bytes, const std::string& context) const {
@@ -226,6 +307,7 @@ void* GpuDevice::Impl::scratch(const std::string& name, std::size_t bytes, DType
 }
 
 void GpuDevice::Impl::release_scratch() {
+    if (aborted) return; // the stream may never drain: keep the buffers (the run is ending)
     if (stream != nullptr) cudaStreamSynchronize(stream);
     for (auto& [name, s] : slots)
         if (s.ptr != nullptr) cudaFree(s.ptr);
@@ -243,6 +325,7 @@ GpuDevice::GpuDevice(int ordinal) : impl_(std::make_unique<Impl>()) {
     // Twice the L2 so that no line of the previous operation's operands survives the flush.
     impl_->l2_flush_bytes = std::max<std::size_t>(2 * impl_->info.l2_bytes, 8u << 20);
     TS_CUDA(cudaMalloc(&impl_->l2_flush, impl_->l2_flush_bytes), ctx + " (L2 flush buffer)");
+    TS_CUDA(cudaMalloc(reinterpret_cast<void**>(&impl_->l2_flush_sink), sizeof(unsigned)), ctx + " (L2 flush)");
     TS_CUBLAS(cublasLtCreate(&impl_->lt), ctx);
     TS_CUDA(cudaMalloc(&impl_->workspace, Impl::kWorkspaceBytes), ctx + " (cuBLASLt workspace)");
     // Two per-tensor scales of 1 (A and B of an FP8 GEMM), each at a 16-byte boundary.
@@ -265,17 +348,33 @@ void GpuDevice::start_timer() { TS_CUDA(cudaEventRecord(impl_->start, impl_->str
 
 double GpuDevice::stop_timer() {
     TS_CUDA(cudaEventRecord(impl_->stop, impl_->stream), "timer stop");
-    TS_CUDA(cudaEventSynchronize(impl_->stop), "timer stop");
+    impl_->wait(impl_->stream, impl_->stop, "timed GPU work");
     float ms = 0.0f;
     TS_CUDA(cudaEventElapsedTime(&ms, impl_->start, impl_->stop), "timer stop");
     return static_cast<double>(ms) * 1e-3;
 }
 
 void GpuDevice::flush_l2() {
-    TS_CUDA(cudaMemsetAsync(impl_->l2_flush, 0, impl_->l2_flush_bytes, impl_->stream), "L2 flush");
+    // Read, not written: a memset would leave the L2 full of dirty lines, written back to HBM by
+    // the timed kernel's own misses. Reading the buffer evicts the previous operation's lines
+    // (dirty ones are written back now, before the timer's start event, which follows on the
+    // stream) and leaves only clean lines, whose eviction costs the timed kernel nothing.
+    detail::read_flush(impl_->l2_flush, impl_->l2_flush_bytes / 16 * 16, impl_->l2_flush_sink, impl_->info.sm_count,
+                       impl_->stream, "L2 flush");
 }
 
-void GpuDevice::synchronize() { TS_CUDA(cudaStreamSynchronize(impl_->stream), "synchronize"); }
+void GpuDevice::synchronize() {
+    impl_->wait(impl_->stream, nullptr, "synchronize");
+}
+
+bool GpuDevice::aborted() const {
+    return impl_->aborted;
+}
+
+void GpuDevice::set_wait_timeout(double seconds) {
+    if (!(seconds > 0)) throw KernelError("set_wait_timeout", "GPU wait timeout", "must be positive seconds");
+    impl_->wait_timeout_s = seconds;
+}
 
 std::size_t GpuDevice::free_memory() const {
     std::size_t free_b = 0, total = 0;

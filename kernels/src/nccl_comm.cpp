@@ -23,7 +23,7 @@ const char* to_string(CollectiveKind k) {
 
 NcclId make_nccl_id() {
     ncclUniqueId id{};
-    TS_NCCL(ncclGetUniqueId(&id), "nccl bootstrap (rank 0)");
+    TS_NCCL(detail::nccl().GetUniqueId(&id), "nccl bootstrap (rank 0)");
     NcclId out{};
     std::memcpy(out.data(), &id, sizeof(id));
     return out;
@@ -40,7 +40,8 @@ NcclComm::NcclComm(GpuDevice& device, const NcclId& id, int nranks, int rank)
     std::memcpy(&uid, id.data(), sizeof(uid));
     const std::string ctx = "nccl init rank " + std::to_string(rank) + " of " + std::to_string(nranks);
     TS_CUDA(cudaSetDevice(device.info().ordinal), ctx);
-    TS_NCCL(ncclCommInitRank(&impl_->comm, nranks, uid, rank), ctx);
+    TS_NCCL(detail::nccl().CommInitRank(&impl_->comm, nranks, uid, rank), ctx);
+    impl_->watch();
 }
 
 NcclComm::~NcclComm() = default;
@@ -51,13 +52,15 @@ int NcclComm::size() const { return impl_->size; }
 std::unique_ptr<NcclComm> NcclComm::split(int color, int key) {
     const std::string ctx = "nccl split color " + std::to_string(color) + " of rank " + std::to_string(impl_->rank);
     ncclComm_t sub = nullptr;
-    TS_NCCL(ncclCommSplit(impl_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr), ctx, impl_->comm);
+    TS_NCCL(detail::nccl().CommSplit(impl_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr), ctx,
+            impl_->comm);
     if (sub == nullptr) return nullptr;
     auto impl = std::make_unique<Impl>();
     impl->comm = sub;
     impl->dev = impl_->dev;
-    TS_NCCL(ncclCommUserRank(sub, &impl->rank), ctx, sub);
-    TS_NCCL(ncclCommCount(sub, &impl->size), ctx, sub);
+    impl->watch();
+    TS_NCCL(detail::nccl().CommUserRank(sub, &impl->rank), ctx, sub);
+    TS_NCCL(detail::nccl().CommCount(sub, &impl->size), ctx, sub);
     return std::unique_ptr<NcclComm>(new NcclComm(device_, std::move(impl)));
 }
 
@@ -73,9 +76,9 @@ void NcclComm::max_over_ranks(std::vector<double>& values) {
     }
     cudaStream_t st = I.dev->stream;
     TS_CUDA(cudaMemcpyAsync(I.values, values.data(), values.size() * sizeof(double), cudaMemcpyHostToDevice, st), ctx);
-    TS_NCCL(ncclAllReduce(I.values, I.values, values.size(), ncclFloat64, ncclMax, I.comm, st), ctx, I.comm);
+    TS_NCCL(detail::nccl().AllReduce(I.values, I.values, values.size(), ncclFloat64, ncclMax, I.comm, st), ctx, I.comm);
     TS_CUDA(cudaMemcpyAsync(values.data(), I.values, values.size() * sizeof(double), cudaMemcpyDeviceToHost, st), ctx);
-    TS_CUDA(cudaStreamSynchronize(st), ctx);
+    I.dev->wait(st, nullptr, ctx);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,29 +121,29 @@ void run_collective(Collective::Impl& I, cudaStream_t st) {
     auto* recv = static_cast<char*>(I.recv);
     switch (I.kind) {
     case CollectiveKind::all_reduce:
-        TS_NCCL(ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, c, st), I.context, c);
+        TS_NCCL(detail::nccl().AllReduce(send, recv, count, ncclBfloat16, ncclSum, c, st), I.context, c);
         break;
     case CollectiveKind::all_gather:
-        TS_NCCL(ncclAllGather(send, recv, part, ncclBfloat16, c, st), I.context, c);
+        TS_NCCL(detail::nccl().AllGather(send, recv, part, ncclBfloat16, c, st), I.context, c);
         break;
     case CollectiveKind::reduce_scatter:
-        TS_NCCL(ncclReduceScatter(send, recv, part, ncclBfloat16, ncclSum, c, st), I.context, c);
+        TS_NCCL(detail::nccl().ReduceScatter(send, recv, part, ncclBfloat16, ncclSum, c, st), I.context, c);
         break;
     case CollectiveKind::all_to_all:
         // NCCL has no all-to-all primitive: grouped point-to-point, as nccl-tests alltoall_perf.
-        TS_NCCL(ncclGroupStart(), I.context, c);
+        TS_NCCL(detail::nccl().GroupStart(), I.context, c);
         for (int p = 0; p < n; ++p) {
             const std::size_t off = static_cast<std::size_t>(p) * part * 2;
-            TS_NCCL(ncclSend(send + off, part, ncclBfloat16, p, c, st), I.context, c);
-            TS_NCCL(ncclRecv(recv + off, part, ncclBfloat16, p, c, st), I.context, c);
+            TS_NCCL(detail::nccl().Send(send + off, part, ncclBfloat16, p, c, st), I.context, c);
+            TS_NCCL(detail::nccl().Recv(recv + off, part, ncclBfloat16, p, c, st), I.context, c);
         }
-        TS_NCCL(ncclGroupEnd(), I.context, c);
+        TS_NCCL(detail::nccl().GroupEnd(), I.context, c);
         break;
     case CollectiveKind::send_recv:
-        TS_NCCL(ncclGroupStart(), I.context, c);
-        TS_NCCL(ncclSend(send, count, ncclBfloat16, (r + 1) % n, c, st), I.context, c);
-        TS_NCCL(ncclRecv(recv, count, ncclBfloat16, (r + n - 1) % n, c, st), I.context, c);
-        TS_NCCL(ncclGroupEnd(), I.context, c);
+        TS_NCCL(detail::nccl().GroupStart(), I.context, c);
+        TS_NCCL(detail::nccl().Send(send, count, ncclBfloat16, (r + 1) % n, c, st), I.context, c);
+        TS_NCCL(detail::nccl().Recv(recv, count, ncclBfloat16, (r + n - 1) % n, c, st), I.context, c);
+        TS_NCCL(detail::nccl().GroupEnd(), I.context, c);
         break;
     }
 }

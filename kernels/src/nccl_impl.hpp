@@ -9,27 +9,52 @@
 
 #include <exception>
 #include <string>
+#include <vector>
 
 namespace trainsim::kernels {
 
-struct NcclComm::Impl {
+// Registered with its device while it lives, so that every wait there polls its asynchronous
+// errors and can abort it (device_impl.hpp, GpuDevice::Impl::wait).
+struct NcclComm::Impl : detail::CommWatch {
     ncclComm_t comm = nullptr;
     int rank = 0, size = 1;
     GpuDevice::Impl* dev = nullptr;
     double* values = nullptr;  // device buffer for max_over_ranks
     std::size_t values_n = 0;
-    ~Impl() {
-        if (values != nullptr) cudaFree(values);
+
+    Impl() = default;
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
+    void watch() {
+        if (dev != nullptr) dev->watched.push_back(this);
+    }
+    ncclResult_t async_error() override {
+        ncclResult_t async = ncclSuccess;
+        if (comm == nullptr) return ncclSuccess;
+        const ncclResult_t r = detail::nccl().CommGetAsyncError(comm, &async);
+        return r != ncclSuccess ? r : async;
+    }
+    void abort() noexcept override {
+        if (comm != nullptr) detail::nccl().CommAbort(comm);
+        comm = nullptr;
+    }
+    std::string describe() const override {
+        return "communicator of " + std::to_string(size) + " ranks (this is rank " + std::to_string(rank) + ")";
+    }
+    ~Impl() override {
+        if (dev != nullptr) std::erase(dev->watched, static_cast<detail::CommWatch*>(this));
+        if (values != nullptr && (dev == nullptr || !dev->aborted)) cudaFree(values);
         if (comm == nullptr) return;
         // ncclCommDestroy waits for the communicator's outstanding operations, which after a
         // failure (a peer died, an error is being thrown through here) may never finish: abort
         // instead whenever the destruction is part of an error (NCCL docs, "Fault tolerance":
         // ncclCommAbort frees the resources and aborts uncompleted operations).
-        ncclResult_t async = ncclSuccess;
-        const bool failed = std::uncaught_exceptions() > 0 || ncclCommGetAsyncError(comm, &async) != ncclSuccess ||
-                            async != ncclSuccess;
-        if (failed) ncclCommAbort(comm);
-        else ncclCommDestroy(comm);
+        const bool failed =
+            std::uncaught_exceptions() > 0 || async_error() != ncclSuccess || (dev != nullptr && dev->aborted);
+        if (failed)
+            detail::nccl().CommAbort(comm);
+        else
+            detail::nccl().CommDestroy(comm);
     }
 };
 

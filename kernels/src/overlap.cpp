@@ -49,6 +49,8 @@ void OverlapGemm::run() {
     I.gemm->run();
 }
 
-void OverlapGemm::drain() { TS_CUDA(cudaStreamSynchronize(impl_->comm_stream), impl_->context); }
+void OverlapGemm::drain() {
+    impl_->dev->wait(impl_->comm_stream, nullptr, impl_->context);
+}
 
 } // namespace trainsim::kernels

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,22 @@ public:
     virtual void flush_caches() = 0;
     // Cross-rank reduction of per-sample times of a collective (max: the slowest rank decides).
     virtual void reduce_times(const Descriptor& d, std::vector<double>& times) = 0;
+    // Every rank of the descriptor's group waits here for the others; called by exactly those
+    // ranks before each timed sample of a collective (nccl-tests' Barrier before its timed loop), so
+    // that rank skew and an idle stream's first launch stay out of the time. Single-process
+    // backends (threads meet inside each collective): nothing.
+    virtual void barrier(const Descriptor& d) { (void)d; }
+    // Called by every rank of the descriptor's group with whether this rank can run it (`ok`);
+    // returns the lowest rank of the group that cannot, or -1 when all can. Every rank then runs
+    // the op, or none does: a rank that skipped a collective the others entered would hang them.
+    // Single-process backends: -1 when ok, else 0 (this process).
+    [[nodiscard]] virtual int first_failing_rank(const Descriptor& d, bool ok) {
+        (void)d;
+        return ok ? -1 : 0;
+    }
+    // Untimed load on this rank's device for about `seconds` at the start of a session, so that the
+    // first samples do not see an idle GPU's clocks (the CPU backend: nothing).
+    virtual void burn_in(double seconds) { (void)seconds; }
     [[nodiscard]] virtual SampleTelemetry telemetry() const = 0;
     // A rough guess of one descriptor's wall time in seconds, for the progress bar's ETA.
     [[nodiscard]] virtual double rough_seconds(const Descriptor& d) const = 0;
@@ -66,9 +83,19 @@ public:
     [[nodiscard]] virtual bool healthy() { return true; }
 };
 
+// Backend::first_failing_rank over an element-wise max across the group (MPI_Allreduce or an
+// NCCL all-reduce): each rank contributes world - rank when it cannot run the op, 0 when it can.
+[[nodiscard]] int lowest_failing_rank(int rank, int world, bool ok,
+                                      const std::function<void(std::vector<double>&)>& max_over_group);
+
+// Whether the descriptor runs on several ranks at once (a collective, or an overlap measure over a
+// group): its ranks must agree before running it, and its times are reduced across them.
+[[nodiscard]] bool runs_on_group(const Descriptor& d);
+
 // The shared timing loop: `warmup` untimed calls, then `iters` timed samples of
 // `calls_per_sample` calls each (caches flushed before each when asked and only one call is in
-// the sample), per-call times reduced across ranks, then median and spread.
+// the sample; a collective's ranks meet at a barrier before each), per-call times reduced across
+// ranks, then median and spread.
 [[nodiscard]] TimeStats time_op(Backend& backend, PreparedOp& op, const Descriptor& d);
 
 } // namespace trainsim::calibrate

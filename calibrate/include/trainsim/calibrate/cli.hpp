@@ -18,6 +18,7 @@ inline constexpr int kExitBadInput = 2;  // bad input, bad data, no device
 struct CudaEntry {
     std::function<std::unique_ptr<Backend>(const CudaOptions&)> make;  // empty: built without CUDA
     std::function<int()> device_count;
+    std::function<nlohmann::json()> environment; // cuda_environment(): what `env` prints
 };
 
 // Parses argv and runs the command. Throws model::InputError (bad input, bad data),

@@ -6,6 +6,8 @@
 
 #include "trainsim/calibrate/backend.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -32,11 +34,17 @@ struct CudaOptions {
     std::function<std::vector<unsigned char>(const std::function<std::vector<unsigned char>()>& make)> share_id;
     std::vector<std::string> hosts;
     std::function<void(int size, std::vector<double>& times)> max_over_group;
+    // Every wait on the GPU gives up after this long, aborting the NCCL communicators (a dead or
+    // stuck peer; `measure --gpu-timeout`); default kernels::GpuDevice::kDefaultWaitTimeoutSeconds.
+    double wait_timeout_s = 600.0;
 };
 
 // Throws NoDeviceError ("no CUDA device: ...") when no GPU is visible, KernelError otherwise.
 [[nodiscard]] std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& opts);
 // Usable GPUs (0 without a device or driver; never throws).
 [[nodiscard]] int cuda_device_count();
+// What the process finds at run time, for `trainsim-calibrate env`: devices (or why none), CUDA
+// runtime and driver, cuBLASLt, and the NCCL library opened (or every place it was looked for).
+[[nodiscard]] nlohmann::json cuda_environment();
 
 } // namespace trainsim::calibrate

@@ -62,6 +62,9 @@ struct MemoryFit {
     double bandwidth = 0;     // bytes/s
     double efficiency = 0;    // bandwidth / base hbm_bandwidth
     LineFit quality;
+    // Whether the kernel's samples are in the joint curve ("all" itself: true). A kernel below 80%
+    // of its precision's fastest kernel is not bandwidth-bound as written and stays out.
+    bool pooled = true;
 };
 
 struct CollectiveFit {

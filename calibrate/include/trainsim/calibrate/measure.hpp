@@ -66,6 +66,19 @@ struct MeasureOptions {
     std::function<void(const Progress&)> on_progress;
     // Test hook: stop (as if killed) after this many descriptors were measured in this session.
     std::optional<std::size_t> stop_after;
+    // Seconds of untimed load before the session's first descriptor (Backend::burn_in;
+    // plan.hpp burn_in_seconds). Recorded in run.json.
+    double burn_in_s = 0;
+    // Stop before a descriptor whose rough estimate would end past this many seconds since the
+    // session started (burn-in included); the rest is left for --resume. Single-process runs only:
+    // ranks deciding apart would leave some in a collective the others skipped.
+    std::optional<double> time_budget_s;
+    // Seconds on a monotonic clock, for the budget, the progress bar and the ETA; empty:
+    // std::chrono::steady_clock (tests drive their own).
+    std::function<double()> clock;
+    // What a rank that writes no samples was told (why it recorded an op as unsupported), for its
+    // stderr: the writing rank's sample says only which rank failed.
+    std::function<void(const std::string&)> on_note;
 };
 
 struct MeasureSummary {
@@ -74,7 +87,8 @@ struct MeasureSummary {
     std::size_t measured = 0;     // measured now (ok)
     std::size_t unsupported = 0;  // recorded as unsupported now
     std::filesystem::path run_info;  // the run*.json written (empty on non-writing ranks)
-    bool stopped_early = false;   // stop_after reached
+    bool stopped_early = false;      // stop_after or the time budget reached
+    bool budget_reached = false;     // the time budget stopped it
 };
 
 // Measures every descriptor of `plan` not in run.done, in plan order, so that a resumed run ends

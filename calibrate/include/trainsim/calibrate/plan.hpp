@@ -30,8 +30,13 @@ struct PlanContext {
 // Collective group sizes measured with `world` ranks: powers of two from 2, and world itself.
 [[nodiscard]] std::vector<int> group_sizes(int world);
 
-// Deduplicated by key, in a stable order (grouped by kind so scratch buffers are reused).
+// Deduplicated by key, in a stable order: the short-benchmark GEMM alone first (right after the
+// burn-in), then grouped by kind so scratch buffers are reused (GEMMs, attention, memory-bound
+// kernels, collectives, the GEMM under communication and after sustained load).
 [[nodiscard]] std::vector<Descriptor> make_plan(PlanKind kind, const PlanContext& ctx);
+
+// Seconds of untimed load that start every measuring session of a backend ("cuda" or "cpu").
+[[nodiscard]] double burn_in_seconds(const std::string& backend);
 
 // Reference models whose layers give the GEMM shapes (public configs, as scenarios/models/).
 struct LayerModel {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace trainsim::kernels {
 
@@ -26,7 +27,9 @@ struct DeviceInfo {
     int driver_version = 0;        // cudaDriverGetVersion: 12040 = 12.4
     int runtime_version = 0;       // cudaRuntimeGetVersion
     std::size_t cublaslt_version = 0;  // cublasLtGetVersion: 130100 = 13.1.0
-    int nccl_version = 0;          // ncclGetVersion: 22809 = 2.28.9
+    int nccl_version = 0;              // ncclGetVersion: 22809 = 2.28.9 (0: NCCL not loaded)
+    std::string nccl_library;          // the libnccl.so.2 opened at run time (empty: not found)
+    std::string nccl_missing;          // why NCCL was not loaded (every place tried)
     std::string nvidia_driver;     // NVML system driver string "550.54.15" (empty without NVML)
 };
 
@@ -48,6 +51,21 @@ struct Telemetry {
 [[nodiscard]] std::string no_gpu_reason();
 // Throws NoCudaDevice / KernelError.
 [[nodiscard]] DeviceInfo device_info(int ordinal);
+
+// What this process finds at run time, without needing a GPU (trainsim-calibrate env): never throws.
+struct RuntimeReport {
+    int device_count = 0;
+    std::string no_device_reason;     // when device_count is 0
+    std::vector<std::string> devices; // "0: NVIDIA H200 (9.0, 132 SMs, 140 GiB)"
+    int runtime_version = 0;          // cudaRuntimeGetVersion (the runtime linked in)
+    int driver_version = 0;           // cudaDriverGetVersion (0: no driver)
+    std::size_t cublaslt_version = 0;
+    std::string cublaslt_library; // the libcublasLt the loader resolved
+    int nccl_version = 0;
+    std::string nccl_library; // empty: not found, see nccl_missing
+    std::string nccl_missing;
+};
+[[nodiscard]] RuntimeReport runtime_report() noexcept;
 [[nodiscard]] Telemetry telemetry(int ordinal);
 
 // Element types the kernels work on.
@@ -71,10 +89,19 @@ public:
     // the stream to reach the stop event. Resolution ~0.5 us (cudaEventElapsedTime).
     void start_timer();
     [[nodiscard]] double stop_timer();
-    // Writes a buffer twice the L2 size so the next kernel starts with a cold L2 (as a training
-    // step does for most operands). Asynchronous, on the stream.
+    // Reads a buffer twice the L2 size so the next kernel starts with a cold L2 (as a training
+    // step does for most operands) holding no dirty lines. Asynchronous, on the stream.
     void flush_l2();
     void synchronize();
+    // Every wait on this device (stop_timer, synchronize, NCCL work) gives up after this long and
+    // aborts the device's NCCL communicators (KernelTimeout). Default: PyTorch's ProcessGroupNCCL
+    // default timeout, 10 minutes (pytorch/pytorch PR #110947: collectives "should time out within
+    // seconds", 10 minutes leaves ample headroom).
+    static constexpr double kDefaultWaitTimeoutSeconds = 600.0;
+    void set_wait_timeout(double seconds);
+    // Whether a wait gave up (timeout or NCCL error) and aborted the communicators: the device's
+    // stream may hold work that never ends, so nothing should wait on it again.
+    [[nodiscard]] bool aborted() const;
     // Free device memory in bytes.
     [[nodiscard]] std::size_t free_memory() const;
     // Clocks, temperature, power now (NVML; empty fields without it).

@@ -39,4 +39,18 @@ public:
         : KernelError("cudaGetDeviceCount", "no CUDA device", std::move(detail)) {}
 };
 
+// NCCL (libnccl.so.2, opened at run time) is not where it was looked for, or too old; the detail
+// lists every place tried. Only runs that communicate need it.
+class NcclNotFound : public KernelError {
+public:
+    explicit NcclNotFound(std::string detail) : KernelError("dlopen", "NCCL", std::move(detail)) {}
+};
+
+// A wait on the GPU did not finish in time, or NCCL reported an asynchronous error while it ran
+// (a peer died, a network error): the communicators of the device were aborted (ncclCommAbort).
+class KernelTimeout : public KernelError {
+public:
+    using KernelError::KernelError;
+};
+
 } // namespace trainsim::kernels

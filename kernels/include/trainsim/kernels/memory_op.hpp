@@ -34,6 +34,12 @@ public:
     MemoryOp& operator=(const MemoryOp&) = delete;
 
     void run();
+    // Runs the kernel once more and checks what it wrote against the same formula computed here
+    // on the host from the inputs it read (for Adam, the state before the call): the largest
+    // error, relative to the magnitude of the terms (0: bit-exact; copy and cast_transpose must
+    // be exact, bf16 results are within a few units in the last place, 2^-8 each; Adam's fp32
+    // within 1e-5). For the GPU tests: a wrong index or a lost tail shows as an error of order 1.
+    [[nodiscard]] double verify();
     // Device bytes the kernel's buffers take.
     [[nodiscard]] static std::size_t bytes_needed(const MemorySpec& s);
 

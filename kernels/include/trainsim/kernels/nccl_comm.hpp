@@ -50,7 +50,7 @@ enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, all_to_all, 
 // all_to_all: the per-rank buffer; all_gather: the gathered output (n x each rank's part);
 // reduce_scatter: the input (n x each rank's result); send_recv: what each rank sends (to
 // rank+1, receiving from rank-1, as nccl-tests sendrecv_perf). BF16 elements, sum.
-// Precondition: bytes is a positive multiple of 2 x size() (std::invalid_argument otherwise).
+// Precondition: bytes is a positive multiple of 2 x size() (KernelUnsupported otherwise).
 class Collective {
 public:
     Collective(GpuDevice& device, NcclComm& comm, CollectiveKind kind, std::size_t bytes);
