@@ -289,11 +289,27 @@ TEST_CASE("report --html embeds what compare --json prints and draws its charts 
         CHECK(count(html, "<script") == count(html, "<script type=\"application/json\""));
         for (const char* ext : {"http://", "https://", "src=", "href=", "url(", "@import", "<link", "<img", "<iframe"})
             CHECK(count(html, ext) == 0);
-        // Breakdown, memory, days, cost and the two scaling charts.
-        CHECK(count(html, "<svg") == 6);
+        // Breakdown, memory, days, cost and the two scaling charts; the days-vs-cost chart where
+        // two or more plans fit and have a cost, its Pareto points ringed: a plan is on the front
+        // iff no other is at least as fast and as cheap and better on one (from the JSON).
+        std::vector<std::pair<double, double>> dc;
+        for (const auto& p : plans_of(expected))
+            if (p["fits"].get<bool>() && p["cost"].is_number() && p["cost"].get<double>() > 0)
+                dc.emplace_back(p["days_to_train"].get<double>(), p["cost"].get<double>());
+        std::size_t front = 0;
+        for (const auto& a : dc)
+            front += std::none_of(dc.begin(), dc.end(), [&](const auto& b) {
+                return &b != &a && b.first <= a.first && b.second <= a.second &&
+                       (b.first < a.first || b.second < a.second);
+            });
+        const bool frontier = dc.size() >= 2;
+        CHECK(count(html, "<svg") == (frontier ? 7u : 6u));
         for (const char* id : {"chart-breakdown", "chart-memory", "chart-days", "chart-cost",
                                "chart-scaling-throughput", "chart-scaling-days"})
             CHECK(count(html, fmt::format("id=\"{}\"", id)) == 1);
+        CHECK(count(html, "id=\"chart-frontier\"") == (frontier ? 1u : 0u));
+        CHECK(count(html, "<circle class=\"plan") == (frontier ? dc.size() : 0u));
+        CHECK(count(html, "<circle class=\"plan front\"") == (frontier ? front : 0u));
         // Error bars (docs/trust.md): the days and the cost chart draw each fitting plan's band.
         std::size_t fitting = 0;
         for (const auto& p : plans_of(expected)) {

@@ -554,6 +554,93 @@ std::string cost_chart(const std::vector<PlanResult>& results) {
                         std::nullopt);
 }
 
+// Days against cost, one point per plan that fits: the plans on the Pareto front (no other plan
+// is at least as fast and as cheap, and better on one) are joined by a line, "8 or 64 GPUs?" at a
+// glance. Empty when fewer than two plans have a cost.
+std::string frontier_chart(const std::vector<PlanResult>& results) {
+    struct Pt {
+        std::size_t i;
+        double days, cost;
+        bool front = false;
+    };
+    std::vector<Pt> pts;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const auto& e = results[i].estimate;
+        if (e.fits && e.step && e.days_to_train > 0 && e.cost > 0) pts.push_back({i, e.days_to_train, e.cost});
+    }
+    if (pts.size() < 2) return {};
+    for (auto& a : pts)
+        a.front = std::none_of(pts.begin(), pts.end(), [&](const Pt& b) {
+            return &b != &a && b.days <= a.days && b.cost <= a.cost && (b.days < a.days || b.cost < a.cost);
+        });
+    constexpr double left = 96, right = 24, top = 14, plot_h = 300;
+    const double pw = kWidth - left - right;
+    double dmax = 0, cmax = 0;
+    for (const auto& p : pts) {
+        dmax = std::max(dmax, p.days);
+        cmax = std::max(cmax, p.cost);
+    }
+    const double dstep = nice_step(dmax, 6), cstep = nice_step(cmax, 5);
+    dmax = std::ceil(dmax * 1.05 / dstep) * dstep;
+    cmax = std::ceil(cmax * 1.05 / cstep) * cstep;
+    auto xpos = [&](double d) { return left + d / dmax * pw; };
+    auto ypos = [&](double c) { return top + plot_h * (1 - c / cmax); };
+    std::string body;
+    const double bottom = top + plot_h;
+    for (double t = 0; t <= cmax + cstep / 2; t += cstep) {
+        body += fmt::format("<line class=\"grid\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>", left,
+                            ypos(t), left + pw, ypos(t));
+        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, ypos(t) + 4,
+                            axis_num(t));
+    }
+    for (double t = 0; t <= dmax + dstep / 2; t += dstep) {
+        body += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
+                            xpos(t), top, bottom);
+        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", xpos(t), bottom + 16,
+                            axis_num(t));
+    }
+    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\"/>", left,
+                        bottom, left + pw);
+    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>", left, top,
+                        bottom);
+    body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">days to train (steady state)</text>",
+                        left + pw / 2, bottom + 36);
+    body += fmt::format(
+        "<text x=\"16\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {0:.1f})\">cost ({1})</text>",
+        top + plot_h / 2, esc(results[pts.front().i].estimate.currency));
+    std::vector<Pt> front;
+    for (const auto& p : pts)
+        if (p.front) front.push_back(p);
+    std::sort(front.begin(), front.end(), [](const Pt& a, const Pt& b) { return a.days < b.days; });
+    if (front.size() >= 2) {
+        std::string coords;
+        for (const auto& p : front) coords += fmt::format("{:.1f},{:.1f} ", xpos(p.days), ypos(p.cost));
+        coords.pop_back();
+        body += fmt::format(
+            "<polyline class=\"front\" points=\"{}\" fill=\"none\" stroke=\"#222\" "
+            "stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>",
+            coords);
+    }
+    std::vector<LegendItem> items;
+    for (const auto& p : pts) {
+        const auto& r = results[p.i];
+        body += fmt::format(
+            "<circle class=\"{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"{}><title>{}: {:.1f} "
+            "days, {} {}</title></circle>",
+            p.front ? "plan front" : "plan", xpos(p.days), ypos(p.cost), p.front ? 7 : 5, color(p.i),
+            p.front ? " stroke=\"#222\" stroke-width=\"2\"" : "", esc(r.plan->name), p.days, grouped(p.cost, 0),
+            esc(r.estimate.currency));
+        items.push_back({fmt::format("{}{}", r.plan->name, p.front ? " (on the front)" : ""), color(p.i)});
+    }
+    items.push_back({"Pareto front: no other plan both faster and cheaper", "#222", true});
+    const double ly = bottom + 50;
+    const double h = ly + legend(body, items, ly) + 8;
+    return fmt::format(
+        "<svg id=\"chart-frontier\" role=\"img\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 0 {0:.0f} {1:.0f}\">"
+        "<title>Days against cost: the plans on the Pareto front</title>{2}</svg>\n",
+        kWidth, h, body);
+}
+
 std::string scaling_section(const std::vector<PlanResult>& results, const std::vector<ScalingSeries>& scaling,
                             json& scaling_json) {
     std::set<int> counts;
@@ -693,6 +780,11 @@ std::string html_report(const std::string& title, const std::string& scenario_fi
     s += "<section id=\"days-cost\">\n<h2>Days and cost</h2>\n";
     s += days_chart(results);
     s += cost_chart(results);
+    if (const auto fc = frontier_chart(results); !fc.empty()) {
+        s += "<p class=\"note\">Days against cost: the plans joined by the dashed line are the Pareto front (no "
+             "other plan of the scenario is both faster and cheaper); the others are beaten on both.</p>\n";
+        s += fc;
+    }
     s += "</section>\n";
 
     s += "<section id=\"scaling\">\n<h2>Scaling with data parallelism</h2>\n";
