@@ -760,7 +760,7 @@ TEST_CASE("a preset scenario: defaults from the key table, dp auto derived", "[l
     CHECK(p.cluster.nic_rate.value() == 50e9);  // 400 Gbit/s
     CHECK(p.hardware.id == "gpu-fp8");
     CHECK(p.hardware.dense_peak.at(Precision::fp8).value() == Approx(1978.9e12));
-    CHECK(p.pricing.rate == 0.0);
+    CHECK_FALSE(p.pricing.rate.has_value());  // no price unless one is written
     CHECK(p.pricing.currency == "USD");
     CHECK(p.pricing.discounts.at(Commitment::annual) == 0.0);
 }

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <stdexcept>
 #include <array>
 #include <cstdio>
@@ -248,8 +249,11 @@ TEST_CASE("deadline and budget queries on 4 or 8 GPUs", "[plan-search][budget]")
     const double fastest = all.plans.front().estimate.days_to_train;
     double cheapest = 1e300;
     for (const auto& r : all.plans) {
-        // cost = days x 24 h x GPUs x 2 per GPU-hour (the fixture's rate, on demand).
-        CHECK(r.estimate.cost == Approx(r.estimate.days_to_train * 24 * r.plan.num_gpus() * 2.0));
+        // cost = the wall clock in whole seconds (per-second billing, the default increment) x GPUs x
+        // 2 per GPU-hour (the fixture's rate, on demand); pro-rated: the hours used.
+        CHECK(r.estimate.cost == Approx(std::ceil(r.estimate.days_to_train * 86400 * (1 - 1e-12)) / 3600 *
+                                        r.plan.num_gpus() * 2.0));
+        CHECK(r.estimate.bill.cost_prorated == Approx(r.estimate.days_to_train * 24 * r.plan.num_gpus() * 2.0));
         cheapest = std::min(cheapest, r.estimate.cost);
     }
     const double deadline = fastest * 1.5;
@@ -321,7 +325,9 @@ TEST_CASE("failure-aware days and the deadline or budget on steady or expected d
         const double f = r.plan.num_gpus() == 8 ? f8 : f4;
         CHECK(r.estimate.run.overhead_factor == Approx(f).epsilon(1e-6));
         CHECK(r.estimate.expected_days == Approx(r.estimate.days_to_train * f).epsilon(1e-6));
-        CHECK(r.estimate.expected_cost == Approx(r.estimate.cost * f).epsilon(1e-6));
+        // The expected wall clock billed per second (the default increment) at 2 per GPU-hour.
+        CHECK(r.estimate.expected_cost == Approx(std::ceil(r.estimate.expected_days * 86400 * (1 - 1e-12)) / 3600 *
+                                                 r.plan.num_gpus() * 2.0));
         fastest = std::min(fastest, r.estimate.days_to_train);
         cheapest = std::min(cheapest, r.estimate.cost);
         fastest_expected = std::min(fastest_expected, r.estimate.expected_days);
@@ -468,12 +474,13 @@ TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout",
     CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == 3);  // header + 2 rows
     CHECK(csv.out.find("days_to_train") != std::string::npos);
     CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 12 --tokens 1T").rc == 2);
-    CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --deadline-days 0.001 --json").rc == 3);
+    CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --deadline-days 0.001 --rank days --json")
+              .rc == 3);
 
     // Ranked on expected days, with the run settings from the flags (a 1 h MTBF per GPU: the
     // expected days are much longer than the steady ones).
     const auto e = run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 100B --global-batch 256 "
-                                "--top 2 --days expected --gpu-mtbf-hours 1000 --restart-minutes 30 --json");
+                                "--top 2 --days expected --gpu-mtbf-hours 1000 --restart-minutes 30 --price 2 --json");
     REQUIRE(e.rc == 0);
     const auto ej = nlohmann::json::parse(e.out);
     CHECK(ej["search"]["days"] == "expected");
@@ -481,8 +488,9 @@ TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout",
     CHECK(ej["plans"][0]["expected_days"].get<double>() <= ej["plans"][1]["expected_days"].get<double>());
     CHECK(ej["plans"][0]["run"]["restart_s"].get<double>() == 1800.0);
     CHECK(ej["plans"][0]["run"]["cluster_mtbf_s"].get<double>() == Approx(1000.0 * 3600 / 8));
+    // The expected wall clock billed per second (the default increment): 8 GPUs at 2 per GPU-hour.
     CHECK(ej["plans"][0]["expected_cost"].get<double>() ==
-          Approx(ej["plans"][0]["cost"].get<double>() * ej["plans"][0]["run"]["overhead_factor"].get<double>()));
+          Approx(std::ceil(ej["plans"][0]["expected_days"].get<double>() * 86400 * (1 - 1e-12)) / 3600 * 8 * 2.0));
     CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --days wallclock").rc == 2);
 }
 

@@ -206,6 +206,16 @@ template <class T, class Get> Binding<T> duration_key(std::string_view path, dou
             }};
 }
 
+// How often something happens ("0.002/h"), stored per hour.
+template <class T, class Get> Binding<T> rate_key(std::string_view path, Get get) {
+    return {path, "rate", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
+                auto x = detail::read_with_unit(v, at, "a rate (e.g. '0.002/h', '1/d')", parse_rate_per_second, out);
+                if (x && !in_range(*x, spec, parse_rate_per_second, at, v, out)) x.reset();
+                if (x) get(t) = *x * 3600.0;
+                return x.has_value();
+            }};
+}
+
 // A plain non-negative number (money: no unit to parse).
 template <class T, class Get> Binding<T> number_key(std::string_view path, Get get) {
     return {path, "number", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
@@ -348,12 +358,19 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
          }},
         int_key<B>("cluster.nodes_per_leaf", 1, [](B& b) -> int& { return b.plan.cluster.nodes_per_leaf; }),
         enum_key<B, PriceBasis>("pricing.basis", [](B& b) -> PriceBasis& { return b.plan.pricing.basis; }),
-        number_key<B>("pricing.rate", [](B& b) -> double& { return b.plan.pricing.rate; }),
+        number_key<B>("pricing.rate", [](B& b) -> std::optional<double>& { return b.plan.pricing.rate; }),
         string_key<B>("pricing.currency", [](B& b) -> std::string& { return b.plan.pricing.currency; }),
+        enum_key<B, BillingIncrement>("pricing.increment",
+                                      [](B& b) -> BillingIncrement& { return b.plan.pricing.increment; }),
         enum_key<B, Commitment>("pricing.commitment", [](B& b) -> Commitment& { return b.plan.pricing.commitment; }),
         fraction_key<B>("pricing.discounts.monthly", discount(Commitment::monthly)),
         fraction_key<B>("pricing.discounts.quarterly", discount(Commitment::quarterly)),
         fraction_key<B>("pricing.discounts.annual", discount(Commitment::annual)),
+        number_key<B>("pricing.spot.rate", [](B& b) -> std::optional<double>& { return b.plan.pricing.spot.rate; }),
+        rate_key<B>("pricing.spot.preemption_rate",
+                    [](B& b) -> double& { return b.plan.pricing.spot.preemptions_per_node_hour; }),
+        duration_key<B>("pricing.spot.restart_wait", 1.0, false,
+                        [](B& b) -> double& { return b.plan.pricing.spot.restart_wait_s; }),
         bandwidth_key<B>("run.checkpoint_bandwidth",
                          [](B& b) -> Bandwidth& { return b.plan.run.checkpoint_bandwidth_per_node; }),
         duration_key<B>("run.gpu_mtbf", 3600.0, true, [](B& b) -> double& { return b.plan.run.gpu_mtbf_hours; }),
@@ -807,6 +824,7 @@ public:
     std::optional<Plan> build() {
         const auto before = ctx_.out.size();
         read_keys();
+        check_pricing();
         auto model = read_model();
         auto hardware = read_hardware();
         resolve_dp();
@@ -843,6 +861,23 @@ private:
     }
 
     std::string in_plan() const { return in_list_ ? fmt::format("in plan '{}': ", b_.plan.name) : std::string(); }
+
+    // What the pricing keys mean together: spot needs its rate, a spot rate its preemption rate,
+    // and spot capacity is billed by the hour.
+    void check_pricing() {
+        const auto& pr = b_.plan.pricing;
+        const bool spot_rate = lookup("pricing.spot.rate") != nullptr;
+        if (pr.commitment == Commitment::spot && !spot_rate && !bad_.contains("pricing.commitment") &&
+            !bad_.contains("pricing.spot.rate"))
+            plan_problem(site_for("pricing.commitment"), "commitment spot needs pricing.spot.rate (the spot price)");
+        if (spot_rate && lookup("pricing.spot.preemption_rate") == nullptr)
+            plan_problem(site_for("pricing.spot.rate"),
+                         "a spot rate needs pricing.spot.preemption_rate (how often a node is taken back, e.g. "
+                         "'0.002/h'): the run model charges the work each preemption loses");
+        if (spot_rate && pr.basis == PriceBasis::machine_month && !bad_.contains("pricing.basis"))
+            plan_problem(site_for("pricing.spot.rate"),
+                         "spot capacity is billed by the hour: write pricing.basis gpu_hour or machine_hour");
+    }
 
     void read_keys() {
         for (const auto& spec : scenario_keys()) {

@@ -9,7 +9,7 @@
 //   - empty: no default (the key is required, or it is optional and simply absent).
 // Types: section (a map of keys), list, string, path, int, int|auto, bool, count (SI suffix
 // allowed), fraction ("15%" or 0.15), number (plain), bandwidth (with unit), duration (a wall-clock
-// span with unit: s, min, h, d), enum, model.
+// span with unit: s, min, h, d), rate (events per wall-clock span: '0.002/h'), enum, model.
 #include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/loader.hpp"
 
@@ -213,17 +213,36 @@ std::vector<KeySpec> make_table() {
         key("cluster.nodes_per_leaf", "int", "nodes", "32",
             "Nodes per leaf switch and rail (scalable unit; DGX SuperPOD reference architecture: 32)"),
         // --- pricing ---
-        key("pricing", "section", "", "", "What the GPUs cost"),
-        one_of("pricing.basis", spellings<PriceBasis>(2), "gpu_hour",
-               "What `rate` is charged for (machine_month: one machine of cluster.gpus_per_node GPUs)"),
-        key("pricing.rate", "number", "currency", "0",
-            "List price per GPU-hour or per machine-month, a plain number (0: cost reported as 0)"),
+        key("pricing", "section", "", "",
+            "What the GPUs cost and how they are billed (sim/billing.hpp): the run pays whole billing units"),
+        one_of("pricing.basis", spellings<PriceBasis>(3), "gpu_hour",
+               "What `rate` is charged for: gpu_hour, machine_hour (one machine of cluster.gpus_per_node GPUs) or "
+               "machine_month (such a machine for whole months of 730 h)"),
+        key("pricing.rate", "number", "currency", "",
+            "List price per GPU-hour, machine-hour or machine-month, a plain number; absent: no price (every money "
+            "figure is null in JSON and 'no price' in text, and plan refuses --budget and cost rankings)"),
         key("pricing.currency", "string", "", "USD", "Currency of `rate`"),
-        one_of("pricing.commitment", spellings<Commitment>(4), "on_demand", "Commitment the discount applies to"),
+        one_of("pricing.increment", spellings<BillingIncrement>(3), "second",
+               "Billing increment of an hourly basis: a run pays whole increments (AWS EC2, Google Cloud and Azure "
+               "bill Linux VMs per second; some GPU clouds bill per minute or per started hour)"),
+        one_of("pricing.commitment", spellings<Commitment>(5), "on_demand",
+               "How the capacity is paid for: on_demand; monthly, quarterly or annual (a term of 1, 3 or 12 months "
+               "of 730 h, paid in full for every term begun, at its discount below); spot (pricing.spot.rate, with "
+               "preemptions)"),
         key("pricing.discounts", "section", "", "", "Fraction off the list rate per commitment"),
         key("pricing.discounts.monthly", "fraction", "", "0%", "Discount for a monthly commitment"),
         key("pricing.discounts.quarterly", "fraction", "", "0%", "Discount for a quarterly commitment"),
         key("pricing.discounts.annual", "fraction", "", "0%", "Discount for an annual commitment"),
+        key("pricing.spot", "section", "", "",
+            "Spot / preemptible capacity: its price, how often a node is taken back, and the wait for capacity"),
+        key("pricing.spot.rate", "number", "currency", "",
+            "Spot price per GPU-hour or machine-hour (an hourly basis); absent: no spot offer"),
+        key("pricing.spot.preemption_rate", "rate", "per node-hour", "",
+            "How often one node is taken back, e.g. '0.002/h' (one node stops the whole job); required with "
+            "pricing.spot.rate: there is no universal figure (AWS's Spot Instance Advisor publishes, per instance "
+            "type and region, the share of instances interrupted per month in buckets from <5% to >20%)"),
+        key("pricing.spot.restart_wait", "duration", "s, min, h or d", "0 s",
+            "Waiting for replacement capacity after a preemption, before the restart (run.restart) begins"),
         // --- run (sim/run_model.hpp: expected days with checkpoints, failures and restarts) ---
         key("run", "section", "", "",
             "The whole run around the steps: checkpoint writes, failures and restarts (expected days, next to "
@@ -285,6 +304,9 @@ constexpr Range kRanges[] = {
     {"cluster.oversubscription", "1", "64", "fat trees are built at 1:1 to ~8:1"},
     {"cluster.nodes_per_leaf", "1", "65536", "at most the nodes"},
     {"pricing.rate", "0", "1000000000", "a GPU-hour or machine-month costs 0.1-1e6 in any currency"},
+    {"pricing.spot.rate", "0", "1000000000", "a GPU-hour or machine-hour costs 0.1-1e5 in any currency"},
+    {"pricing.spot.preemption_rate", "0/h", "1/min", "spot nodes are taken back every few hours to months"},
+    {"pricing.spot.restart_wait", "0 s", "30 d", "capacity returns in minutes to days"},
     {"run.checkpoint_bandwidth", "1 MB/s", "10 TB/s", "a node writes to storage at ~0.1-100 GB/s"},
     {"run.gpu_mtbf", "1 min", "1000000 h", "published GPU MTBFs are 10^4-10^5 h (Llama 3: 50677 h)"},
     {"run.restart", "0 s", "30 d", "restarts take minutes to hours"},

@@ -78,9 +78,16 @@ struct Common {
     std::string data_dir;
     std::string profile;
     bool json = false;
+    bool csv = false;
     bool all_ranks = false;
     std::string trace;  // simulate --trace
 };
+
+// simulate / compare / report: the plans as CSV too.
+void add_csv(CLI::App* cmd, Common& c) {
+    cmd->add_flag("--csv", c.csv, "print the plans as CSV (one row per plan, the JSON fields as columns)")
+        ->excludes("--json");
+}
 
 void add_common(CLI::App* cmd, Common& c) {
     cmd->add_option("FILE", c.file, "scenario YAML file")->required();
@@ -130,6 +137,12 @@ void print_results(const Common& c, const model::Scenario& scenario, const std::
     if (c.trace == "-") return; // stdout carries the trace
     if (c.json) {
         std::cout << results_json(results).dump(2) << "\n";
+        return;
+    }
+    if (c.csv) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& r : results) arr.push_back(plan_json(*r.plan, r.estimate));
+        std::cout << plans_csv(arr);
         return;
     }
     if (!scenario.title.empty()) std::cout << scenario.title << "\n\n";
@@ -352,8 +365,12 @@ int run_collective(const CollectiveArgs& a) {
     std::optional<model::CollectiveOp> op;
     for (int i = 0; i < 5; ++i)
         if (model::to_string(static_cast<model::CollectiveOp>(i)) == a.op) op = static_cast<model::CollectiveOp>(i);
-    if (!op) problem("--op", fmt::format("unknown collective '{}' (all_reduce, all_gather, reduce_scatter, "
-                                         "all_to_all, send_recv)", a.op));
+    if (!op)
+        problem("--op", fmt::format("unknown collective '{}'{} (all_reduce, all_gather, reduce_scatter, all_to_all, "
+                                    "send_recv)",
+                                    a.op,
+                                    model::did_you_mean(a.op, {"all_reduce", "all_gather", "reduce_scatter",
+                                                               "all_to_all", "send_recv"})));
     Bytes bytes;
     // The largest buffer one GPU can hold is its memory (at most 288 GB today): 1 TiB bounds it.
     constexpr double kMaxCollectiveBytes = model::kTiB;
@@ -388,11 +405,15 @@ int run_collective(const CollectiveArgs& a) {
     if (a.intra == "nvswitch") cluster.intra = model::IntraFabric::nvswitch;
     else if (a.intra == "nvlink-bridge" || a.intra == "nvlink_bridge") cluster.intra = model::IntraFabric::nvlink_bridge;
     else if (a.intra == "pcie") cluster.intra = model::IntraFabric::pcie;
-    else problem("--intra", fmt::format("unknown fabric '{}' (nvswitch, nvlink-bridge, pcie)", a.intra));
+    else
+        problem("--intra", fmt::format("unknown fabric '{}'{} (nvswitch, nvlink-bridge, pcie)", a.intra,
+                                       model::did_you_mean(a.intra, {"nvswitch", "nvlink-bridge", "pcie"})));
     std::optional<Algorithm> algo;
     if (!a.algo.empty()) {
         algo = parse_algorithm(a.algo);
-        if (!algo) problem("--algo", fmt::format("unknown algorithm '{}' (ring, tree, nvls, nvls_tree, direct)", a.algo));
+        if (!algo)
+            problem("--algo", fmt::format("unknown algorithm '{}'{} (ring, tree, nvls, nvls_tree, direct)", a.algo,
+                                          model::did_you_mean(a.algo, {"ring", "tree", "nvls", "nvls_tree", "direct"})));
     }
     if (a.gpus < 2) problem("--gpus", fmt::format("a collective needs at least 2 GPUs, got {}", a.gpus));
     if (cluster.gpus_per_node < 1) problem("--gpus-per-node", "must be at least 1");
@@ -460,7 +481,7 @@ struct PlanArgs {
     int seq_len = 4096;
     int global_batch = 1024;
     std::string precision = "bf16";
-    double price = 0;
+    std::optional<double> price;  // absent: the scenario's price, or none
     std::string currency = "USD";
     long long top = 10;  // signed: "--top -1" must be an error, not 2^64 - 1
     std::string rank;  // days | cost; empty: cost with a deadline, else days
@@ -497,6 +518,8 @@ model::Plan plan_base(const PlanArgs& a) {
     if (!a.file.empty()) {
         if (!a.model.empty() || !a.gpu.empty() || !a.tokens.empty())
             plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
+        if (a.price)
+            plan_arg_error("--price", "belongs to the flag form; with a scenario FILE the price is its pricing section");
         auto sc = model::load_scenario(a.file, opts);
         for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
         if (!a.profile.empty()) note_profile_override(a.profile, sc.plans.size());
@@ -514,42 +537,10 @@ model::Plan plan_base(const PlanArgs& a) {
         "model: {}\ntraining: {{tokens: \"{}\", seq_len: {}, global_batch: {}, micro_batch: 1}}\n"
         "parallel: {{tp: 1, pp: 1, dp: auto}}\nprecision: {}\n"
         "cluster: {{gpu: \"{}\", nodes: 1, gpus_per_node: {}}}\n"
-        "pricing: {{basis: gpu_hour, rate: {}, currency: \"{}\"}}\nplans:\n  - name: search\n",
-        a.model, a.tokens, a.seq_len, a.global_batch, a.precision, a.gpu, hw.default_gpus_per_node, a.price,
-        a.currency);
+        "pricing: {{basis: gpu_hour{}, currency: \"{}\"}}\nplans:\n  - name: search\n",
+        a.model, a.tokens, a.seq_len, a.global_batch, a.precision, a.gpu, hw.default_gpus_per_node,
+        a.price ? fmt::format(", rate: {}", *a.price) : std::string(), a.currency);
     return model::load_scenario_text(yaml, "trainsim plan flags", opts).plans.front();
-}
-
-void flatten(const nlohmann::json& j, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
-    for (auto it = j.begin(); it != j.end(); ++it) {
-        const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
-        if (it->is_object()) flatten(*it, key, out);
-        else if (it->is_string()) out.emplace_back(key, it->get<std::string>());
-        else if (it->is_null()) out.emplace_back(key, "");
-        else out.emplace_back(key, it->dump());
-    }
-}
-
-// plan --csv: what a reader looks at first leads (rank, name, GPUs and layout, then README's
-// contract figures); the other columns follow in their JSON (alphabetical) order.
-void order_csv_columns(std::vector<std::pair<std::string, std::string>>& cells) {
-    static const std::vector<std::string> kLead{
-        "rank", "recommended", "tied_with_best", "name", "num_gpus", "tp", "pp", "vp", "cp", "dp",
-        "sequence_parallel", "sharding", "recompute", "micro_batch", "grad_accum", "fits", "memory_per_gpu_gib",
-        "days_to_train", "days_to_train_p10", "days_to_train_p90", "expected_days", "gpu_hours", "cost",
-        "cost_p10", "cost_p90", "expected_cost", "currency", "tokens_per_s_per_gpu", "mfu", "step_time_s"};
-    auto lead = [&](const std::string& k) {
-        const auto it = std::find(kLead.begin(), kLead.end(), k);
-        return it == kLead.end() ? kLead.size() : static_cast<std::size_t>(it - kLead.begin());
-    };
-    std::stable_sort(cells.begin(), cells.end(), [&](const auto& a, const auto& b) { return lead(a.first) < lead(b.first); });
-}
-
-std::string csv_cell(const std::string& v) {
-    if (v.find_first_of(",\"\n") == std::string::npos) return v;
-    std::string s = "\"";
-    for (char ch : v) s += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    return s + "\"";
 }
 
 int run_plan_search(const PlanArgs& a) {
@@ -586,12 +577,28 @@ int run_plan_search(const PlanArgs& a) {
     else if (a.rank == "cost" || a.rank == "cost-p90")
         o.rank = RankBy::cost;
     else
-        plan_arg_error("--rank", fmt::format("unknown ranking '{}' (days, cost, p90, days-p90, cost-p90)", a.rank));
+        plan_arg_error("--rank", fmt::format("unknown ranking '{}'{} (days, cost, p90, days-p90, cost-p90)", a.rank,
+                                             model::did_you_mean(a.rank, {"days", "cost", "p90", "days-p90", "cost-p90"})));
     if (a.deadline_days && !(*a.deadline_days > 0)) plan_arg_error("--deadline-days", "must be positive");
     if (a.budget && !(*a.budget > 0)) plan_arg_error("--budget", "must be positive");
+    // Money without a price is unknown, not 0: a budget would let every plan pass and a cost
+    // ranking would rank zeros (and, with nothing to prune against, simulate every plan).
+    if (!has_price(base.pricing)) {
+        const std::string how = a.file.empty() ? "--price (per GPU-hour)" : fmt::format("pricing.rate in {}", a.file);
+        if (a.budget) plan_arg_error("--budget", fmt::format("needs a price: give {}", how));
+        if (o.rank == RankBy::cost)
+            plan_arg_error(a.rank == "cost" || a.rank == "cost-p90" ? "--rank" : "--deadline-days",
+                           a.rank == "cost" || a.rank == "cost-p90"
+                               ? fmt::format("ranking by cost needs a price: give {}", how)
+                               : fmt::format("ranks the plans that meet it by cost, which needs a price: give {} "
+                                             "or --rank days",
+                                             how));
+    }
     if (a.days == "steady") o.basis = DaysBasis::steady;
     else if (a.days == "expected") o.basis = DaysBasis::expected;
-    else plan_arg_error("--days", fmt::format("unknown days '{}' (steady, expected)", a.days));
+    else
+        plan_arg_error("--days", fmt::format("unknown days '{}'{} (steady, expected)", a.days,
+                                             model::did_you_mean(a.days, {"steady", "expected"})));
     auto& run = base.run;  // every searched plan copies the base plan's run settings
     // The run options stand for scenario keys and get their checks (unit, finite, physical range).
     auto check_as_key = [](const std::string& option, const std::string& key, const std::string& value) {
@@ -708,20 +715,7 @@ int run_plan_search(const PlanArgs& a) {
                                {"days", a.days}}}};
             std::cout << j.dump(2) << "\n";
         } else {
-            std::vector<std::string> header;
-            bool first = true;
-            for (const auto& pj : arr) {
-                std::vector<std::pair<std::string, std::string>> cells;
-                flatten(pj, "", cells);
-                order_csv_columns(cells);
-                if (first) {
-                    for (std::size_t i = 0; i < cells.size(); ++i) std::cout << (i ? "," : "") << csv_cell(cells[i].first);
-                    std::cout << "\n";
-                    first = false;
-                }
-                for (std::size_t i = 0; i < cells.size(); ++i) std::cout << (i ? "," : "") << csv_cell(cells[i].second);
-                std::cout << "\n";
-            }
+            std::cout << plans_csv(arr);
         }
         return res.plans.empty() ? kExitDoesNotFit : kExitOk;
     }
@@ -751,10 +745,11 @@ int run_plan_search(const PlanArgs& a) {
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
-        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12.0f} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
+        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
                                  i + 1, tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
-                                 e.expected_days, expected ? e.expected_cost : e.cost, e.tokens_per_s_per_gpu,
-                                 100 * e.mfu, model::to_gib(e.memory.total()));
+                                 e.expected_days,
+                                 e.priced ? fmt::format("{:.0f}", expected ? e.expected_cost : e.cost) : "no price",
+                                 e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
     }
     std::cout << "\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n";
     if (folded_count > 0) {
@@ -786,16 +781,19 @@ int run_cli(int argc, char** argv) {
     Common sim_args, cmp_args, exp_args;
     auto* simulate = app.add_subcommand("simulate", "simulate every plan of a scenario and report each in detail");
     add_common(simulate, sim_args);
+    add_csv(simulate, sim_args);
     simulate->add_option("--trace", sim_args.trace,
                          "write the simulated step as a Chrome/Perfetto trace (several plans: FILE.1.json, "
                          "FILE.2.json ...)");
     auto* compare = app.add_subcommand("compare", "simulate a scenario's plans and show them side by side");
     add_common(compare, cmp_args);
+    add_csv(compare, cmp_args);
     Common rep_args;
     ReportArgs rep_opts;
     auto* report_cmd = app.add_subcommand("report", "write a self-contained HTML report of a scenario (and print what "
                                                 "compare prints)");
     add_common(report_cmd, rep_args);
+    add_csv(report_cmd, rep_args);
     report_cmd->add_option("--html", rep_opts.html, "the HTML file to write")->required();
     report_cmd->add_option("--scaling-gpus", rep_opts.scaling_gpus,
                            "GPU counts of the scaling chart (default 8,16,...,1024)")
@@ -866,7 +864,8 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--seq-len", plan_args.seq_len, "sequence length (default 4096)");
     plan_cmd->add_option("--global-batch", plan_args.global_batch, "sequences per step (default 1024)");
     plan_cmd->add_option("--precision", plan_args.precision, "bf16 | fp16 | fp8 (default bf16)");
-    plan_cmd->add_option("--price", plan_args.price, "price per GPU-hour (flag form; default 0)");
+    plan_cmd->add_option("--price", plan_args.price,
+                         "price per GPU-hour (flag form; default: none, and money is reported as 'no price')");
     plan_cmd->add_option("--currency", plan_args.currency, "currency of --price (default USD)");
     plan_cmd->add_option("--top", plan_args.top, "plans to show (default 10)");
     plan_cmd->add_option("--rank", plan_args.rank, "days | cost (default: cost with --deadline-days, else days)");
@@ -939,6 +938,11 @@ int run_cli(int argc, char** argv) {
         return kExitOk;
     }
     if (*val) {
+        if (!val_kind.empty() && val_kind != "step" && val_kind != "end_to_end") {
+            std::cerr << fmt::format("trainsim: validate: --kind: unknown kind '{}'{} (step, end_to_end)\n", val_kind,
+                                     model::did_you_mean(val_kind, {"step", "end_to_end"}));
+            return kExitBadInput;
+        }
         auto rows = model::load_validation_csv(val_file, data_dir(val_data));
         for (const auto& id : val_rows) {
             if (std::none_of(rows.begin(), rows.end(), [&](const model::ValidationRow& r) { return r.id == id; })) {

@@ -59,7 +59,15 @@ Metrics metrics_lower_bound(const model::Plan& p, double step_s, const SearchOpt
     const double days = p.training.tokens / tokens_per_step * step_s / 86400.0;
     const double factor = o.basis == DaysBasis::expected ? run_time(p, 1.0, p.run).overhead_factor : 1.0;
     const double shave = 1.0 - 1e-12;
-    return {days * factor * shave, days * 24.0 * p.num_gpus() * price_per_gpu_hour(p.pricing, p.cluster.gpus_per_node) * factor * shave};
+    const double wall_days = days * factor * shave;
+    // The bill only grows with the wall clock (whole units of it), so billing the bound bounds it.
+    const double cost = has_price(p.pricing)
+                            ? bill(p.pricing, p.pricing.commitment, wall_days * 24.0, p.cluster.nodes,
+                                   p.cluster.gpus_per_node)
+                                      .cost *
+                                  shave
+                            : 0.0;
+    return {wall_days, cost};
 }
 
 // The ranking key: (primary, secondary) metric; ties are broken by enumeration index.
@@ -396,6 +404,13 @@ double critical_path_lower_bound_s(const model::Plan& plan, const model::OpGraph
 }
 
 SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
+    if (!has_price(base.pricing) && (opt.rank == RankBy::cost || opt.budget)) {
+        model::Diagnostic d;
+        d.file = "trainsim plan";
+        d.key = opt.budget ? "--budget" : "--rank";
+        d.message = "a budget or a cost ranking needs a price (pricing.rate); without one the cost is unknown";
+        throw SearchError({d});
+    }
     const auto t0 = std::chrono::steady_clock::now();
     SearchResult res;
     auto& st = res.stats;

@@ -17,8 +17,14 @@ enum class Sharding { none, dist_opt, zero1, zero2, zero3, fsdp, hsdp };
 enum class Recompute { none, selective, full };
 enum class IntraFabric { nvswitch, nvlink_bridge, pcie };
 enum class InterFabric { infiniband, roce, ethernet };
-enum class PriceBasis { gpu_hour, machine_month };
-enum class Commitment { on_demand, monthly, quarterly, annual };
+// What a price is charged for (sim/billing.hpp): a GPU-hour, a machine-hour (one machine of
+// cluster.gpus_per_node GPUs) or a machine-month (whole months of 730 h).
+enum class PriceBasis { gpu_hour, machine_month, machine_hour };
+// How the capacity is paid for: on demand, a term paid in full (monthly / quarterly / annual, at the
+// discount the pricing lists), or spot / preemptible capacity (its own rate, preempted).
+enum class Commitment { on_demand, monthly, quarterly, annual, spot };
+// The billing granularity of an hourly basis: a run pays whole increments.
+enum class BillingIncrement { second, minute, hour };
 // How the attention core is computed (docs/model.md "Attention"):
 //   flash   — a fused flash-attention kernel (cuDNN / FlashAttention-2/3 via Transformer Engine);
 //   triton  — the Triton flash-attention kernel (llm-foundry's attn_impl: triton);
@@ -193,12 +199,24 @@ struct Cluster {
     [[nodiscard]] int num_gpus() const { return nodes * gpus_per_node; }
 };
 
+// Spot / preemptible capacity: cheaper, and taken back (pricing.spot.*).
+struct SpotOffer {
+    std::optional<double> rate;            // currency per basis unit (GPU-hour or machine-hour)
+    double preemptions_per_node_hour = 0;  // one node taken back stops the whole job
+    double restart_wait_s = 0;             // waiting for capacity after a preemption, before the restart
+};
+
 struct Pricing {
     PriceBasis basis = PriceBasis::gpu_hour;
-    double rate = 0;               // currency per GPU-hour, or per 8-GPU machine-month
+    // Currency per GPU-hour, per machine-hour or per machine-month (one machine of
+    // cluster.gpus_per_node GPUs). Absent: no price was given; every money figure is then unknown
+    // (null in JSON, "no price" in text), never 0.
+    std::optional<double> rate;
     std::string currency = "USD";
+    BillingIncrement increment = BillingIncrement::second;  // hourly bases
     Commitment commitment = Commitment::on_demand;
     std::map<Commitment, double> discounts;  // fraction off the list rate
+    SpotOffer spot;
 };
 
 // Llama 3 (Dubey et al. 2024, arXiv 2407.21783, Sec. 3.3.4): 419 unexpected interruptions in a
@@ -251,6 +269,7 @@ struct Scenario {
 [[nodiscard]] std::string to_string(InterFabric v);
 [[nodiscard]] std::string to_string(PriceBasis v);
 [[nodiscard]] std::string to_string(Commitment v);
+[[nodiscard]] std::string to_string(BillingIncrement v);
 [[nodiscard]] std::string to_string(AttentionImpl v);
 [[nodiscard]] std::string to_string(RankOrder v);
 [[nodiscard]] std::string to_string(OptimizerState v);
