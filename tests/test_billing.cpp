@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -241,7 +242,10 @@ TEST_CASE("spot capacity: preemptions join failures in the Young/Daly interval a
     // M = 1 / 0.0101 h = 356,435.6 s. tau = sqrt(2 x 2.8 x M) = 1412.8 s.
     // factor = 1 + delta/tau + tau/(2M) + R/M + W x l_p
     //        = 1 + 0.0019819 + 0.0019819 + 600/356,435.6 + 1800 x 0.01/3600 = 1.010647.
-    model::RunSettings rs;
+    model::RunSettings rs;  // the failures of GPUs alone, as in the run model's own tests
+    rs.node_mtbf_hours = std::numeric_limits<double>::infinity();
+    rs.planned_per_day = 0;
+    rs.slowdown = 0;
     rs.gpu_mtbf_hours = 80000;
     rs.restart_s = 600;
     model::SpotOffer spot;

@@ -374,7 +374,18 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         bandwidth_key<B>("run.checkpoint_bandwidth",
                          [](B& b) -> Bandwidth& { return b.plan.run.checkpoint_bandwidth_per_node; }),
         duration_key<B>("run.gpu_mtbf", 3600.0, true, [](B& b) -> double& { return b.plan.run.gpu_mtbf_hours; }),
+        duration_key<B>("run.node_mtbf", 3600.0, true, [](B& b) -> double& { return b.plan.run.node_mtbf_hours; }),
+        {"run.planned_interruptions", "rate",
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
+             auto x = detail::read_with_unit(v, at, "a rate (e.g. '0.87/d')", parse_rate_per_second, out);
+             if (x && !in_range(*x, spec, parse_rate_per_second, at, v, out)) x.reset();
+             if (x) b.plan.run.planned_per_day = *x * 86400.0;
+             return x.has_value();
+         }},
         duration_key<B>("run.restart", 1.0, false, [](B& b) -> double& { return b.plan.run.restart_s; }),
+        fraction_key<B>("run.slowdown", [](B& b) -> double& { return b.plan.run.slowdown; }),
+        fraction_key<B>("run.eval_pauses", [](B& b) -> double& { return b.plan.run.eval_fraction; }),
+        fraction_key<B>("run.data_stalls", [](B& b) -> double& { return b.plan.run.data_stall_fraction; }),
         duration_key<B>("run.checkpoint_interval", 1.0, true,
                         [](B& b) -> std::optional<double>& { return b.plan.run.checkpoint_interval_s; }),
     };

@@ -87,7 +87,8 @@ std::string billing_lines(const RunEstimate& e) {
                                     ? std::string()
                                     : fmt::format(" per {}", model::to_string(e.pricing.increment)),
                                 100 * b.unused_fraction, money(b.cost_prorated, e.currency));
-    s += fmt::format("  expected wall clock {:.1f} d (checkpoints, failures{}, restarts): {} billed", e.expected_days,
+    s += fmt::format("  expected wall clock {:.1f} d (slowdowns, checkpoints, failures, planned stops{}, restarts): {} billed",
+                     e.expected_days,
                      e.run.preemption_interval_s > 0 ? ", preemptions" : "", money(e.expected_cost, e.currency));
     if (e.billing_options.size() > 1) {
         const auto& c = e.billing_options[e.cheapest_option];
@@ -183,12 +184,15 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
                     {"preemption_interval_s",
                      e.run.preemption_interval_s > 0 ? json(e.run.preemption_interval_s) : json(nullptr)},
                     {"interruption_interval_s", e.run.interruption_interval_s},
+                    {"planned_interval_s", e.run.planned_interval_s > 0 ? json(e.run.planned_interval_s) : json(nullptr)},
+                    {"stretch", e.run.stretch},
                     {"checkpoint_interval_s", e.run.checkpoint_interval_s},
                     {"restart_s", e.run.restart_s},
                     {"preemption_wait_s", e.run.preemption_wait_s},
                     {"overhead_factor", e.run.overhead_factor},
                     {"expected_failures", e.run.expected_failures},
                     {"expected_preemptions", e.run.expected_preemptions},
+                    {"expected_planned", e.run.expected_planned},
                     {"first_order_valid", e.run.first_order_valid}};
     j["gpu_hours"] = e.gpu_hours;
     // Money as billed (sim/billing.hpp); null without a price (null_money_without_price).
