@@ -475,6 +475,7 @@ TEST_CASE("the search beats or ties every hand-written plan of scenarios/questio
             if (!he.fits) continue;  // written to show it does not fit: nothing to beat
             sim::SearchOptions o;
             o.top = 1;
+            o.space.offloads = {hand.parallel.offload};  // a CPU-offload plan is searched among offload plans
             // The search keeps the hand-written plan's model, GPUs, fabric and price, and its
             // layout is one of those it tries.
             const auto layouts = sim::enumerate_layouts(hand, o.space);

@@ -60,6 +60,14 @@ std::string to_string(InterFabric v) {
     }
     return "?";
 }
+std::string to_string(Offload v) {
+    switch (v) {
+    case Offload::none: return "none";
+    case Offload::optimizer: return "optimizer";
+    case Offload::params: return "params";
+    }
+    return "?";
+}
 std::string to_string(PriceBasis v) {
     switch (v) {
     case PriceBasis::gpu_hour: return "gpu_hour";

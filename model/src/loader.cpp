@@ -206,6 +206,16 @@ template <class T, class Get> Binding<T> duration_key(std::string_view path, dou
             }};
 }
 
+// A size with its unit ("2 TB", "1.5 TiB").
+template <class T, class Get> Binding<T> size_key(std::string_view path, Get get) {
+    return {path, "size", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
+                auto x = detail::read_with_unit(v, at, "a size (e.g. '2 TB', '512 GiB')", parse_bytes, out);
+                if (x && !in_range(*x, spec, parse_bytes, at, v, out)) x.reset();
+                if (x) get(t) = *x;
+                return x.has_value();
+            }};
+}
+
 // How often something happens ("0.002/h"), stored per hour.
 template <class T, class Get> Binding<T> rate_key(std::string_view path, Get get) {
     return {path, "rate", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
@@ -309,6 +319,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         enum_key<B, SelectiveRecompute>(
             "parallel.selective_recompute",
             [](B& b) -> SelectiveRecompute& { return b.plan.parallel.selective_recompute; }),
+        enum_key<B, Offload>("parallel.offload", [](B& b) -> Offload& { return b.plan.parallel.offload; }),
         enum_key<B, OptimizerState>("parallel.optimizer_state",
                                     [](B& b) -> OptimizerState& { return b.plan.parallel.optimizer_state; }),
         int_key<B>("parallel.fsdp_gathers_per_layer", 1,
@@ -357,6 +368,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
              return x.has_value();
          }},
         int_key<B>("cluster.nodes_per_leaf", 1, [](B& b) -> int& { return b.plan.cluster.nodes_per_leaf; }),
+        size_key<B>("cluster.host_memory", [](B& b) -> std::optional<Bytes>& { return b.plan.cluster.host_memory; }),
         enum_key<B, PriceBasis>("pricing.basis", [](B& b) -> PriceBasis& { return b.plan.pricing.basis; }),
         number_key<B>("pricing.rate", [](B& b) -> std::optional<double>& { return b.plan.pricing.rate; }),
         string_key<B>("pricing.currency", [](B& b) -> std::string& { return b.plan.pricing.currency; }),

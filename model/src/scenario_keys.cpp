@@ -9,7 +9,7 @@
 //   - empty: no default (the key is required, or it is optional and simply absent).
 // Types: section (a map of keys), list, string, path, int, int|auto, bool, count (SI suffix
 // allowed), fraction ("15%" or 0.15), number (plain), bandwidth (with unit), duration (a wall-clock
-// span with unit: s, min, h, d), rate (events per wall-clock span: '0.002/h'), enum, model.
+// span with unit: s, min, h, d), size (bytes with unit), rate (events per wall-clock span: '0.002/h'), enum, model.
 #include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/loader.hpp"
 
@@ -155,6 +155,11 @@ std::vector<KeySpec> make_table() {
         one_of("parallel.optimizer_state", spellings<OptimizerState>(2), "fp32",
                "Adam state datatype: fp32 (master weights and moments, 12 B per parameter) or bf16 (6 B: Apex "
                "DistributedFusedAdam dtype=bf16, Megatron-Core precision-aware optimizer)"),
+        one_of("parallel.offload", spellings<Offload>(3), "none",
+               "CPU offload: none; optimizer (FP32 master weights, Adam moments and FP32 gradients in host memory, "
+               "updated by CPU Adam: ZeRO-Offload, Megatron-Core optimizer CPU offload; needs a sharded optimizer); "
+               "params (also the 16-bit parameters, fetched per layer: ZeRO-Infinity, FSDP cpu_offload; needs zero3 "
+               "or fsdp without pipelining)"),
         one_of("parallel.selective_recompute", spellings<SelectiveRecompute>(2), "attention",
                "What recompute: selective rebuilds: attention (the attention core, Megatron) or alternate_matmuls "
                "(every op but the attention kernel and every other matmul, torchtitan's op-level selective "
@@ -208,6 +213,8 @@ std::vector<KeySpec> make_table() {
             "Network interfaces per node (0 for a single node)"),
         key("cluster.nic_rate", "bandwidth", "bit/s or B/s", "(profile node.nic_rate)",
             "Line rate per NIC, per direction"),
+        key("cluster.host_memory", "size", "B, GB or GiB", "(profile node.host_memory)",
+            "Host memory of one node, which CPU offload fills (e.g. '2 TB')"),
         key("cluster.oversubscription", "number", "ratio", "1",
             "Fat-tree leaf down:up bandwidth ratio (1 = non-blocking; 4 = cross-leaf traffic gets a quarter)"),
         key("cluster.nodes_per_leaf", "int", "nodes", "32",
@@ -245,8 +252,8 @@ std::vector<KeySpec> make_table() {
             "Waiting for replacement capacity after a preemption, before the restart (run.restart) begins"),
         // --- run (sim/run_model.hpp: expected days with checkpoints, failures and restarts) ---
         key("run", "section", "", "",
-            "The whole run around the steps: checkpoint writes, failures and restarts (expected days, next to "
-            "the steady-state days)"),
+            "The whole run around the steps: slowdowns, checkpoint writes, failures, planned stops and restarts "
+            "(expected days, next to the steady-state days; docs/model.md \"Whole run\")"),
         key("run.checkpoint_bandwidth", "bandwidth", "B/s or bit/s", "5 GB/s",
             "Sustained checkpoint write bandwidth of one node to shared storage; nodes write in parallel (5 GB/s: "
             "an assumption, typical of one node's client throughput to a parallel file system)"),
@@ -320,6 +327,7 @@ constexpr Range kRanges[] = {
     {"cluster.nics_per_node", "0", "64", "servers carry up to 8-16 NICs"},
     {"cluster.nic_rate", "1 Gbit/s", "10 Tbit/s", "NICs on sale run at 1-800 Gbit/s (1.6 Tbit/s announced)"},
     {"cluster.oversubscription", "1", "64", "fat trees are built at 1:1 to ~8:1"},
+    {"cluster.host_memory", "1 GiB", "1024 TiB", "servers carry 0.1-4 TB of memory"},
     {"cluster.nodes_per_leaf", "1", "65536", "at most the nodes"},
     {"pricing.rate", "0", "1000000000", "a GPU-hour or machine-month costs 0.1-1e6 in any currency"},
     {"pricing.spot.rate", "0", "1000000000", "a GPU-hour or machine-hour costs 0.1-1e5 in any currency"},

@@ -1,9 +1,12 @@
 #include "trainsim/sim/cli.hpp"
 
+#include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
+#include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/validation_set.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/estimate.hpp"
+#include "trainsim/sim/fit_advice.hpp"
 #include "trainsim/sim/html_report.hpp"
 #include "trainsim/sim/network.hpp"
 #include "trainsim/sim/output_file.hpp"
@@ -136,7 +139,7 @@ void print_results(const Common& c, const model::Scenario& scenario, const std::
                    bool side_by_side) {
     if (c.trace == "-") return; // stdout carries the trace
     if (c.json) {
-        std::cout << results_json(results).dump(2) << "\n";
+        std::cout << results_json(results).dump(2) << "\n";  // with the same advice
         return;
     }
     if (c.csv) {
@@ -145,9 +148,18 @@ void print_results(const Common& c, const model::Scenario& scenario, const std::
         std::cout << plans_csv(arr);
         return;
     }
+    // A plan that does not fit: what would make it (memory figures only; plan simulates them).
+    std::vector<std::optional<FitAdvice>> advice(results.size());
+    for (std::size_t i = 0; i < results.size(); ++i)
+        if (!results[i].estimate.fits && model::check_layout(*results[i].plan).empty())
+            advice[i] = fit_advice({*results[i].plan}, kMemoryHeadroomFraction, false);
     if (!scenario.title.empty()) std::cout << scenario.title << "\n\n";
     if (side_by_side && results.size() > 1) std::cout << format_comparison(results) << "\n";
-    for (const auto& r : results) std::cout << format_plan(*r.plan, r.estimate) << "\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        std::cout << format_plan(*results[i].plan, results[i].estimate);
+        if (advice[i]) std::cout << format_fit_advice(*advice[i]);
+        std::cout << "\n";
+    }
 }
 
 // --trace out.json: one plan writes out.json; several write out.1.json, out.2.json ... in the
@@ -494,6 +506,7 @@ struct PlanArgs {
     bool json = false;
     bool csv = false;
     bool quiet = false;
+    bool no_offload = false;
     std::string days = "steady";  // steady | expected: the days (and cost) ranked and filtered
     // Override the scenario's run.* settings (the key table's defaults without a scenario).
     std::optional<std::string> checkpoint_bandwidth;
@@ -634,6 +647,66 @@ int run_plan_search(const PlanArgs& a) {
                                    base.model.heads, base.model.layers, base.training.global_batch,
                                    base.hardware.default_gpus_per_node));
     const auto em = load_error_model(data_dir(a.data_dir));
+    // Where no GPU-only layout of a GPU count fits, CPU offload may (docs/plan-search.md "When
+    // nothing fits"): those counts are searched again with the optimizer, or the parameters too,
+    // in host memory. Its best plan is shown beside the best GPU-only one, and when no GPU-only plan
+    // fits at all, it is the answer, with what the fewest GPUs that fit without offload would give.
+    const auto counts = a.gpus.empty() ? std::vector<int>{base.num_gpus()} : a.gpus;
+    std::vector<int> no_fit_counts;
+    for (int g : counts) {
+        SearchSpace one = o.space;
+        one.gpu_counts = {g};
+        bool fits = false;
+        for (const auto& p : enumerate_layouts(base, one))
+            if (model::check_layout(p).empty() &&
+                model::fits_in_memory(p, model::peak_memory(p), p.hardware.hbm_capacity * (1.0 - o.memory_headroom))) {
+                fits = true;
+                break;
+            }
+        if (!fits) no_fit_counts.push_back(g);
+    }
+    std::optional<SearchResult> offload_res;
+    if (!a.no_offload && !no_fit_counts.empty() && base.hardware.host_memory_bandwidth.value() > 0 &&
+        base.hardware.cpu_adam_efficiency > 0) {
+        SearchOptions oo = o;
+        oo.progress = nullptr;
+        oo.space.gpu_counts = no_fit_counts;
+        oo.space.offloads = {model::Offload::optimizer, model::Offload::params};
+        oo.space.shardings = {model::Sharding::zero1, model::Sharding::zero2, model::Sharding::zero3,
+                              model::Sharding::fsdp, model::Sharding::dist_opt};
+        oo.top = std::min<std::size_t>(o.top, 5);
+        offload_res = search_plans(base, oo);
+        (void)fold_equivalent_plans(offload_res->plans);
+        for (auto& r : offload_res->plans) attach_band(r.estimate, r.plan, em);
+        if (offload_res->plans.empty()) offload_res.reset();
+    }
+    // No plan at all: how close the nearest layout comes and what makes one fit.
+    std::optional<FitAdvice> advice;
+    if (res.plans.empty() && !offload_res && res.stats.does_not_fit > 0) {
+        SearchSpace all_counts = o.space;
+        all_counts.gpu_counts = counts;
+        advice = fit_advice(enumerate_layouts(base, all_counts), o.memory_headroom);
+    }
+    // The offload plan is the answer: what the fewest GPUs without offload would give instead.
+    std::optional<RankedPlan> gpu_only_alternative;
+    if (res.plans.empty() && offload_res) {
+        SearchSpace all_counts = o.space;
+        all_counts.gpu_counts = {*std::max_element(counts.begin(), counts.end())};
+        const auto more = fit_advice(enumerate_layouts(base, all_counts), o.memory_headroom, false).more_gpus;
+        if (more) {
+            SearchOptions go = o;
+            go.progress = nullptr;
+            go.space.gpu_counts = {more->plan.num_gpus()};
+            go.top = 1;
+            go.deadline_days.reset();
+            go.budget.reset();
+            auto g = search_plans(base, go);
+            if (!g.plans.empty()) {
+                gpu_only_alternative = std::move(g.plans.front());
+                attach_band(gpu_only_alternative->estimate, gpu_only_alternative->plan, em);
+            }
+        }
+    }
     for (auto& r : res.plans) attach_band(r.estimate, r.plan, em);
     const bool expected_basis = o.basis == DaysBasis::expected;
     auto figure = [&](const RunEstimate& e) {
@@ -713,11 +786,28 @@ int run_plan_search(const PlanArgs& a) {
                                {"recommended", recommended + 1},
                                {"recommended_why", why_recommended},
                                {"days", a.days}}}};
+            if (offload_res) {
+                nlohmann::json off = nlohmann::json::array();
+                for (const auto& r : offload_res->plans) off.push_back(plan_json(r.plan, r.estimate));
+                j["offload_plans"] = off;
+                j["search"]["offload_gpu_counts"] = no_fit_counts;
+            }
+            if (gpu_only_alternative) {
+                auto gj = plan_json(gpu_only_alternative->plan, gpu_only_alternative->estimate);
+                gj["speedup_vs_best_offload_plan"] = offload_res->plans.front().estimate.days_to_train /
+                                                     gpu_only_alternative->estimate.days_to_train;
+                j["gpu_only_alternative"] = gj;
+            }
+            if (advice) j["fit_advice"] = fit_advice_json(*advice);
             std::cout << j.dump(2) << "\n";
+        } else if (res.plans.empty() && offload_res) {
+            nlohmann::json off = nlohmann::json::array();
+            for (const auto& r : offload_res->plans) off.push_back(plan_json(r.plan, r.estimate));
+            std::cout << plans_csv(off);
         } else {
             std::cout << plans_csv(arr);
         }
-        return res.plans.empty() ? kExitDoesNotFit : kExitOk;
+        return res.plans.empty() && !offload_res ? kExitDoesNotFit : kExitOk;
     }
 
     const auto& s = res.stats;
@@ -736,8 +826,45 @@ int run_plan_search(const PlanArgs& a) {
     if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days ({})\n", *a.deadline_days, basis);
     if (a.budget) std::cout << fmt::format("budget: {:g} {} total ({})\n", *a.budget, base.pricing.currency, basis);
     std::cout << fmt::format("ranked by {} ({})\n\n", o.rank == RankBy::days ? "days to train" : "total cost", basis);
+    auto offload_table = [&]() {
+        for (std::size_t i = 0; i < offload_res->plans.size(); ++i) {
+            const auto& r = offload_res->plans[i];
+            const auto& e = r.estimate;
+            std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8.1f} {:>12} {:>9.0f} {:>5.1f}% {:>6.1f} {:>6.0f}\n", i + 1,
+                                     r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+                                     e.priced ? fmt::format("{:.0f}", e.cost) : "no price", e.tokens_per_s_per_gpu,
+                                     100 * e.mfu, model::to_gib(e.memory.total()), model::to_gib(e.host_needed));
+        }
+    };
+    auto offload_header = [&]() {
+        std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8} {:>12} {:>9} {:>6} {:>6} {:>6}\n", "#", "GPUs", "layout",
+                                 "days", "cost", "tok/s/GPU", "MFU", "HBM", "host");
+    };
     if (res.plans.empty()) {
+        if (offload_res) {
+            std::cout << fmt::format("no GPU-only layout fits on {} GPU(s); with CPU offload (parallel.offload; memory "
+                                     "in GiB per GPU and per node):\n",
+                                     fmt::join(no_fit_counts, ","));
+            offload_header();
+            offload_table();
+            const auto& best = offload_res->plans.front();
+            std::cout << "\nbest plan:\n" << format_plan(best.plan, best.estimate);
+            if (gpu_only_alternative) {
+                const auto& g = *gpu_only_alternative;
+                std::cout << fmt::format(
+                    "\nwithout offload: {} GPUs is the fewest at which a GPU-only layout fits; its best, {}, trains in "
+                    "{:.1f} days, {:.1f}x faster than the best offload plan ({:.1f} days){}\n",
+                    g.plan.num_gpus(), layout_label(g.plan), g.estimate.days_to_train,
+                    best.estimate.days_to_train / g.estimate.days_to_train, best.estimate.days_to_train,
+                    g.estimate.priced && best.estimate.priced
+                        ? fmt::format(", for {:.0f} {} instead of {:.0f}", g.estimate.cost, g.estimate.currency,
+                                      best.estimate.cost)
+                        : std::string());
+            }
+            return kExitOk;
+        }
         std::cout << "no plan fits in memory and meets the constraints\n";
+        if (advice) std::cout << "\n" << format_fit_advice(*advice);
         return kExitDoesNotFit;
     }
     std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>12} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
@@ -770,6 +897,12 @@ int run_plan_search(const PlanArgs& a) {
                              rt.checkpoint_bytes / 1e9, rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600,
                              rt.cluster_mtbf_s / 3600, rt.expected_failures, rt.expected_planned, rt.restart_s / 60);
     if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
+    if (offload_res) {
+        std::cout << fmt::format("\nno GPU-only layout fits on {} GPU(s); with CPU offload there:\n",
+                                 fmt::join(no_fit_counts, ","));
+        offload_header();
+        offload_table();
+    }
     return kExitOk;
 }
 
@@ -891,6 +1024,8 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_flag("--json", plan_args.json, "print {\"plans\": [...]} as JSON");
     plan_cmd->add_flag("--csv", plan_args.csv, "print the plans as CSV");
     plan_cmd->add_flag("--quiet,-q", plan_args.quiet, "no progress bar");
+    plan_cmd->add_flag("--no-offload", plan_args.no_offload,
+                       "do not try CPU offload where no GPU-only layout fits (parallel.offload)");
 
     try {
         app.parse(argc, argv);

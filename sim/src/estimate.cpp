@@ -63,7 +63,9 @@ RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const
     e.gpus_per_node = plan.cluster.gpus_per_node;
     e.memory = model::peak_memory(plan);
     e.capacity = plan.hardware.hbm_capacity;
-    e.fits = e.memory.total() <= e.capacity;
+    e.host_needed = model::host_offload_bytes_per_node(plan);
+    e.host_capacity = model::host_memory_per_node(plan);
+    e.fits = model::fits_in_memory(plan, e.memory);
     e.memory_tight = e.fits && e.memory.total() > e.capacity * (1.0 - kMemoryHeadroomFraction);
     e.model_flops_per_token_causal = model::model_flops_per_token(plan.model, plan.training.seq_len, true);
     e.model_flops_per_token_noncausal = model::model_flops_per_token(plan.model, plan.training.seq_len, false);
@@ -81,6 +83,10 @@ RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const
 
     const double gpus = plan.num_gpus();
     e.step_time_s = e.step->step_time.seconds();
+    if (plan.parallel.offload != model::Offload::none) {
+        e.offload = offload_time(plan, *e.step);
+        e.step_time_s += e.offload->added_s;
+    }
     e.tokens_per_s = e.tokens_per_step / e.step_time_s;
     e.tokens_per_s_per_gpu = e.tokens_per_s / gpus;
     const double bf16_peak = plan.hardware.dense_peak.at(model::Precision::bf16).value();

@@ -1,4 +1,5 @@
 #include "trainsim/sim/report.hpp"
+#include "trainsim/sim/fit_advice.hpp"
 
 #include "trainsim/model/framework_profile.hpp"
 
@@ -27,7 +28,8 @@ json memory_json(const model::MemoryBreakdown& m, Bytes capacity) {
                 {"reserved_gib", to_gib(m.reserved)},
                 {"total_gib", to_gib(m.total())},
                 {"capacity_gib", to_gib(capacity)},
-                {"inflight_microbatches", m.inflight_microbatches}};
+                {"inflight_microbatches", m.inflight_microbatches},
+                {"host_per_node_gib", to_gib(m.host)}};
 }
 
 json breakdown_json(const StepBreakdown& b) {
@@ -143,6 +145,7 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
            {"sequence_parallel", p.sequence_parallel},
            {"sharding", model::to_string(p.sharding)},
            {"recompute", model::to_string(p.recompute)},
+           {"offload", model::to_string(p.offload)},
            {"recompute_layers", model::full_recompute_layers(plan)},
            {"framework", p.framework.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.framework)},
            // The stack the figures model: the written framework's profile, or a well-tuned
@@ -158,14 +161,22 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
            {"model_flops_per_token_causal", e.model_flops_per_token_causal},
            {"model_flops_per_token_noncausal", e.model_flops_per_token_noncausal},
            {"mfu_peak_tflops", e.peak_tflops}};
+    if (plan.parallel.offload != model::Offload::none) {
+        j["host_memory_per_node_gib"] = to_gib(e.host_needed);
+        j["host_capacity_gib"] = to_gib(e.host_capacity);
+    }
     if (!e.fits || !e.step) {
         for (const char* k : {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
                               "mfu_noncausal", "mfu_vs_bf16_peak", "days_to_train", "expected_days", "gpu_hours", "cost",
                               "expected_cost", "cost_per_million_tokens", "cost_prorated", "billed_units",
                               "unused_fraction"})
             j[k] = nullptr;
-        j["reason"] = fmt::format("needs {:.1f} GiB per GPU on pipeline stage {}, the GPU has {:.1f} GiB",
-                                  to_gib(e.memory.total()), e.memory.stage, to_gib(e.capacity));
+        j["reason"] = e.memory.total() > e.capacity || plan.parallel.offload == model::Offload::none
+                          ? fmt::format("needs {:.1f} GiB per GPU on pipeline stage {}, the GPU has {:.1f} GiB",
+                                        to_gib(e.memory.total()), e.memory.stage, to_gib(e.capacity))
+                          : fmt::format("its offloaded state needs {:.1f} GiB of host memory per node, the node has "
+                                        "{:.1f} GiB",
+                                        to_gib(e.host_needed), to_gib(e.host_capacity));
         return j;
     }
     j["step_time_s"] = e.step_time_s;
@@ -228,6 +239,21 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
         j["cheapest_billing"] = options.empty() ? json(nullptr) : options[e.cheapest_option];
     }
     j["breakdown"] = breakdown_json(e.step->breakdown);
+    if (e.offload) {
+        const auto& o = *e.offload;
+        j["offload_time"] = json{{"shard_params", o.shard_params},
+                                 {"pcie_bytes_per_gpu", o.pcie_bytes},
+                                 {"grad_to_host_s", o.grad_to_host_s},
+                                 {"grad_exposed_s", o.grad_exposed_s},
+                                 {"cpu_adam_s", o.cpu_adam_s},
+                                 {"params_to_gpu_s", o.params_to_gpu_s},
+                                 {"param_fetch_s", o.param_fetch_s},
+                                 {"param_fetch_exposed_s", o.param_fetch_exposed_s},
+                                 {"gpu_optimizer_removed_s", o.gpu_optimizer_s},
+                                 {"added_s", o.added_s},
+                                 {"host_per_node_gib", to_gib(Bytes(o.host_bytes_per_node))},
+                                 {"host_capacity_gib", to_gib(Bytes(o.host_capacity))}};
+    }
     j["critical_stage"] = e.step->critical_stage;
     j["simulated_ranks"] = e.step->simulated_ranks;
     j["simulated_ops"] = e.step->ops;
@@ -276,9 +302,16 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
 }
 
 json results_json(const std::vector<PlanResult>& results) {
-    if (results.size() == 1) return plan_json(*results.front().plan, results.front().estimate);
+    // A plan that does not fit says what would make it fit (memory figures; fit_advice.hpp).
+    auto one = [](const PlanResult& r) {
+        auto j = plan_json(*r.plan, r.estimate);
+        if (!r.estimate.fits && model::check_layout(*r.plan).empty())
+            j["fit_advice"] = fit_advice_json(fit_advice({*r.plan}, kMemoryHeadroomFraction, false));
+        return j;
+    };
+    if (results.size() == 1) return one(results.front());
     json arr = json::array();
-    for (const auto& r : results) arr.push_back(plan_json(*r.plan, r.estimate));
+    for (const auto& r : results) arr.push_back(one(r));
     return json{{"plans", arr}};
 }
 
@@ -338,14 +371,19 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      "fp8 {:.1f} | workspace {:.2f} | reserved {:.1f} GiB\n",
                      to_gib(m.weights), to_gib(m.gradients), to_gib(m.optimizer), to_gib(m.activations),
                      m.inflight_microbatches, to_gib(m.fp8_buffers), to_gib(m.workspace), to_gib(m.reserved));
+    if (plan.parallel.offload != model::Offload::none)
+        s += fmt::format("  CPU offload ({}): {:.1f} GiB of host memory per node of {:.1f} GiB{}\n",
+                         model::to_string(plan.parallel.offload), to_gib(e.host_needed), to_gib(e.host_capacity),
+                         e.host_needed > e.host_capacity ? "  ** DOES NOT FIT **" : "");
     if (!e.step) {
         s += "  not simulated: the plan does not fit in memory\n";
         return s;
     }
     const auto& b = e.step->breakdown;
-    const double t = e.step_time_s;
+    const double t = e.step->step_time.seconds();  // the GPU's simulated step (CPU offload adds to it)
     auto pct = [&](Time x) { return 100.0 * x.seconds() / t; };
-    s += fmt::format("  step time {:.3f} s (critical stage {}):\n", t, e.step->critical_stage);
+    s += fmt::format("  step time {:.3f} s (critical stage {}{}):\n", e.step_time_s, e.step->critical_stage,
+                     e.offload ? fmt::format("; the GPU's {:.3f} s plus CPU offload", t) : std::string());
     s += fmt::format("    compute {:.3f} s ({:.1f}%: fwd {:.3f}, bwd {:.3f}, recompute {:.3f}) | optimizer {:.3f} s\n",
                      b.compute().seconds(), pct(b.compute()), b.forward.seconds(), b.backward.seconds(),
                      b.recompute.seconds(), b.optimizer.seconds());
@@ -358,6 +396,16 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
         "{})\n",
         b.host_bound.seconds(), pct(b.host_bound), e.step->host_busy.seconds(),
         model::to_string(plan.parallel.host_dispatch));
+    if (e.offload) {
+        const auto& o = *e.offload;
+        s += fmt::format("    CPU offload: +{:.3f} s per step (GPU optimizer {:.3f} s removed; gradients to host {:.3f} s, "
+                         "{:.3f} exposed past backward; CPU Adam {:.3f} s for the node; parameters back {:.3f} s{})\n",
+                         o.added_s + o.gpu_optimizer_s, o.gpu_optimizer_s, o.grad_to_host_s, o.grad_exposed_s,
+                         o.cpu_adam_s, o.params_to_gpu_s,
+                         o.param_fetch_s > 0 ? fmt::format("; parameter fetches {:.3f} s, {:.3f} exposed", o.param_fetch_s,
+                                                           o.param_fetch_exposed_s)
+                                             : std::string());
+    }
     s += fmt::format("  throughput {:.0f} tokens/s ({:.0f} per GPU) | {:.0f} model TFLOP/s per GPU | "
                      "MFU {:.1f}% of {:.0f} TFLOP/s ({} peak, causal FLOPs; non-causal {:.1f}%)\n",
                      e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,

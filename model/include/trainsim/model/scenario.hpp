@@ -15,6 +15,10 @@ namespace trainsim::model {
 enum class FfnType { swiglu, gelu, relu2 };
 enum class Sharding { none, dist_opt, zero1, zero2, zero3, fsdp, hsdp };
 enum class Recompute { none, selective, full };
+// What lives in host memory (sim/offload.hpp): nothing; the optimizer (FP32 master weights, Adam
+// moments, FP32 gradients), updated by the CPU (ZeRO-Offload, Megatron-Core's optimizer CPU
+// offload); or also the 16-bit parameters, fetched per layer (ZeRO-Infinity, FSDP cpu_offload).
+enum class Offload { none, optimizer, params };
 enum class IntraFabric { nvswitch, nvlink_bridge, pcie };
 enum class InterFabric { infiniband, roce, ethernet };
 // What a price is charged for (sim/billing.hpp): a GPU-hour, a machine-hour (one machine of
@@ -182,6 +186,8 @@ struct Parallel {
     bool master_param_remainders = false;
     // Adam state datatype: fp32 (master 4 + moments 8 = 12 B per parameter) or bf16 (6 B).
     OptimizerState optimizer_state = OptimizerState::fp32;
+    // CPU offload (see Offload).
+    Offload offload = Offload::none;
 };
 
 struct Cluster {
@@ -196,6 +202,8 @@ struct Cluster {
     // (a scalable unit; NVIDIA DGX SuperPOD reference architecture: 32).
     double oversubscription = 1.0;
     int nodes_per_leaf = 32;
+    // Host memory of one node (CPU offload); absent: the profile's node.host_memory.
+    std::optional<Bytes> host_memory;
     [[nodiscard]] int num_gpus() const { return nodes * gpus_per_node; }
 };
 
@@ -292,6 +300,7 @@ struct Scenario {
 [[nodiscard]] std::string to_string(FfnType v);
 [[nodiscard]] std::string to_string(Sharding v);
 [[nodiscard]] std::string to_string(Recompute v);
+[[nodiscard]] std::string to_string(Offload v);
 [[nodiscard]] std::string to_string(IntraFabric v);
 [[nodiscard]] std::string to_string(InterFabric v);
 [[nodiscard]] std::string to_string(PriceBasis v);

@@ -7,6 +7,7 @@
 #include "trainsim/sim/billing.hpp"
 #include "trainsim/sim/executor.hpp"
 #include "trainsim/sim/network.hpp"
+#include "trainsim/sim/offload.hpp"
 #include "trainsim/sim/run_model.hpp"
 #include "trainsim/sim/trust.hpp"
 
@@ -31,6 +32,11 @@ struct RunEstimate {
     bool memory_tight = false;
     model::MemoryBreakdown memory;       // the peak stage
     Bytes capacity;                      // HBM capacity of one GPU
+    // CPU offload (parallel.offload): host memory per node needed and available, and what the host
+    // adds to the step (step_time_s includes it; step->step_time is the GPU's simulated step).
+    Bytes host_needed;
+    Bytes host_capacity;
+    std::optional<OffloadTime> offload;
     // Present only for plans that fit (a plan that does not fit is never simulated).
     std::optional<StepResult> step;
     double step_time_s = 0;
