@@ -52,9 +52,9 @@ TEST_CASE("without a price every money figure is null in JSON, 'no price' in tex
     CHECK(j["gpu_hours"].get<double>() > 0);
     // The shipped error model gives bands: their money ends are unknown too.
     REQUIRE(j.contains("days_to_train_p10"));
-    for (const char* k : {"price_per_gpu_hour", "cost", "expected_cost", "cost_per_million_tokens", "cost_p10",
-                          "cost_p90", "expected_cost_p10", "expected_cost_p90", "cost_per_million_tokens_p10",
-                          "cost_per_million_tokens_p90"}) {
+    for (const char* k :
+         {"price_per_gpu_hour", "cost", "expected_cost", "cost_per_million_tokens", "cost_p10", "cost_p90",
+          "expected_cost_p10", "expected_cost_p90", "cost_per_million_tokens_p10", "cost_per_million_tokens_p90"}) {
         CAPTURE(k);
         REQUIRE(j.contains(k));
         CHECK(j[k].is_null());
@@ -62,7 +62,7 @@ TEST_CASE("without a price every money figure is null in JSON, 'no price' in tex
     const auto text = run_trainsim("simulate '" + file + "'");
     CHECK(text.rc == 0);
     CHECK(text.out.find("no price") != std::string::npos);
-    CHECK(text.out.find(" USD") == std::string::npos);  // no money printed at all
+    CHECK(text.out.find(" USD") == std::string::npos); // no money printed at all
 
     // With a price, the same plan's cost is its GPU-hours at that rate.
     const auto priced = write(dir, "priced.yaml", small_scenario("pricing: {rate: 2.0}\n"));
@@ -93,12 +93,13 @@ TEST_CASE("plan refuses a budget or a cost ranking without a price (exit 2)", "[
 
 TEST_CASE("compare --csv: one header and one row per plan, the union of the JSON fields", "[billing][cli]") {
     ScratchDir dir;
-    const auto file = write(dir, "two.yaml",
-                            small_scenario("pricing: {rate: 2.0}\n") +
-                                "plans:\n  - name: fits\n  - name: too big\n    parallel: {tp: 1, sequence_parallel: false, "
-                                "sharding: none}\n    training: {micro_batch: 4}\n");
+    const auto file =
+        write(dir, "two.yaml",
+              small_scenario("pricing: {rate: 2.0}\n") +
+                  "plans:\n  - name: fits\n  - name: too big\n    parallel: {tp: 1, sequence_parallel: false, "
+                  "sharding: none}\n    training: {micro_batch: 4}\n");
     const auto r = run_trainsim("compare --csv '" + file + "'");
-    CHECK(r.rc == 3);  // the second plan does not fit
+    CHECK(r.rc == 3); // the second plan does not fit
     std::vector<std::string> lines;
     std::string line;
     std::istringstream in(r.out);
@@ -130,7 +131,7 @@ TEST_CASE("compare --csv: one header and one row per plan, the union of the JSON
         return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());
     };
     REQUIRE(col("cost") < header.size());
-    REQUIRE(col("breakdown.forward_s") < header.size());  // nested fields as dotted columns
+    REQUIRE(col("breakdown.forward_s") < header.size()); // nested fields as dotted columns
     const auto fits = cells(lines[1]);
     const auto big = cells(lines[2]);
     REQUIRE(fits.size() == header.size());
@@ -138,8 +139,8 @@ TEST_CASE("compare --csv: one header and one row per plan, the union of the JSON
     CHECK(fits[col("name")] == "fits");
     CHECK(std::stod(fits[col("cost")]) == Approx(json_plans[0]["cost"].get<double>()).epsilon(1e-9));
     CHECK(big[col("fits")] == "false");
-    CHECK(big[col("cost")].empty());                 // null in JSON: an empty cell
-    CHECK(big[col("breakdown.forward_s")].empty());  // a field only the fitting plan has
+    CHECK(big[col("cost")].empty());                // null in JSON: an empty cell
+    CHECK(big[col("breakdown.forward_s")].empty()); // a field only the fitting plan has
     CHECK(run_trainsim("compare --csv --json '" + file + "'").rc == 2);
 }
 
@@ -180,8 +181,8 @@ TEST_CASE("a 40-day run on machine-months pays two whole months", "[billing]") {
     CHECK(b.billed_units == Approx(2.0));
     CHECK(b.billed_hours == Approx(1460.0));
     CHECK(b.cost == Approx(200000.0));
-    CHECK(b.cost_prorated == Approx(960.0 / 730.0 * 100000.0));  // 131,506.85
-    CHECK(b.unused_fraction == Approx((1460.0 - 960.0) / 1460.0));  // 34.2% of the bill unused
+    CHECK(b.cost_prorated == Approx(960.0 / 730.0 * 100000.0));    // 131,506.85
+    CHECK(b.unused_fraction == Approx((1460.0 - 960.0) / 1460.0)); // 34.2% of the bill unused
     // Two machines pay twice; 730 h exactly pays one month, not two.
     CHECK(sim::bill(p, model::Commitment::on_demand, 40 * 24.0, 2, 8).cost == Approx(400000.0));
     CHECK(sim::bill(p, model::Commitment::on_demand, 730.0, 1, 8).billed_units == Approx(1.0));
@@ -198,8 +199,8 @@ TEST_CASE("an annual term used for 40 days is paid in full at its discount", "[b
     CHECK(b.billed_hours == Approx(8760.0));
     CHECK(b.billed_units == Approx(8760.0 * 16));
     CHECK(b.rate_after_discount == Approx(1.40));
-    CHECK(b.cost == Approx(8760.0 * 16 * 1.40));  // 196,224
-    CHECK(b.unused_fraction == Approx((8760.0 - 960.0) / 8760.0));  // 89% of the year unused
+    CHECK(b.cost == Approx(8760.0 * 16 * 1.40));                   // 196,224
+    CHECK(b.unused_fraction == Approx((8760.0 - 960.0) / 8760.0)); // 89% of the year unused
     CHECK(b.cost_prorated == Approx(960.0 * 16 * 1.40));
     // On demand the same 40 days cost 960 h x 16 x 2.00 = 30,720: far cheaper than the year.
     CHECK(sim::bill(p, model::Commitment::on_demand, 960.0, 2, 8).cost == Approx(30720.0));
@@ -207,7 +208,7 @@ TEST_CASE("an annual term used for 40 days is paid in full at its discount", "[b
     auto q = priced(model::PriceBasis::machine_month, 1000.0);
     q.discounts[model::Commitment::quarterly] = 0.10;
     const auto bq = sim::bill(q, model::Commitment::quarterly, 2400.0, 3, 8);
-    CHECK(bq.billed_units == Approx(6.0 * 3));  // 6 months x 3 machines
+    CHECK(bq.billed_units == Approx(6.0 * 3)); // 6 months x 3 machines
     CHECK(bq.cost == Approx(18.0 * 900.0));
 }
 
@@ -217,12 +218,12 @@ TEST_CASE("hourly bases pay whole increments: per second, per minute, per starte
     auto p = priced(model::PriceBasis::gpu_hour, 3.6);
     const double hours = 1000.5 / 3600.0;
     p.increment = model::BillingIncrement::second;
-    CHECK(sim::bill(p, model::Commitment::on_demand, hours, 1, 8).cost == Approx(1001 * 8 * 0.001));  // 8.008
+    CHECK(sim::bill(p, model::Commitment::on_demand, hours, 1, 8).cost == Approx(1001 * 8 * 0.001)); // 8.008
     p.increment = model::BillingIncrement::minute;
-    CHECK(sim::bill(p, model::Commitment::on_demand, hours, 1, 8).cost == Approx(17 * 60 * 8 * 0.001));  // 8.16
+    CHECK(sim::bill(p, model::Commitment::on_demand, hours, 1, 8).cost == Approx(17 * 60 * 8 * 0.001)); // 8.16
     p.increment = model::BillingIncrement::hour;
     const auto h = sim::bill(p, model::Commitment::on_demand, hours, 1, 8);
-    CHECK(h.cost == Approx(8 * 3.6));  // 28.80: one started hour
+    CHECK(h.cost == Approx(8 * 3.6)); // 28.80: one started hour
     CHECK(h.unused_fraction == Approx(1.0 - 1000.5 / 3600.0));
     // A machine-hour is shared by the machine's GPUs: 2 machines at 20 per hour for 90 min, hourly.
     auto m = priced(model::PriceBasis::machine_hour, 20.0);
@@ -234,15 +235,14 @@ TEST_CASE("hourly bases pay whole increments: per second, per minute, per starte
     CHECK(sim::price_per_gpu_hour(m, 8) == Approx(20.0 / 8));
 }
 
-TEST_CASE("spot capacity: preemptions join failures in the Young/Daly interval and cost the wait",
-          "[billing][run]") {
+TEST_CASE("spot capacity: preemptions join failures in the Young/Daly interval and cost the wait", "[billing][run]") {
     using namespace trainsim;
     // 1 node of 8 GPUs, 1e9 parameters: a checkpoint of 14 GB written at 5 GB/s, delta = 2.8 s.
     // Failures: 8 GPUs / 80,000 h = 1e-4 per hour; preemptions: 0.01 per node-hour; together
     // M = 1 / 0.0101 h = 356,435.6 s. tau = sqrt(2 x 2.8 x M) = 1412.8 s.
     // factor = 1 + delta/tau + tau/(2M) + R/M + W x l_p
     //        = 1 + 0.0019819 + 0.0019819 + 600/356,435.6 + 1800 x 0.01/3600 = 1.010647.
-    model::RunSettings rs;  // the failures of GPUs alone, as in the run model's own tests
+    model::RunSettings rs; // the failures of GPUs alone, as in the run model's own tests
     rs.node_mtbf_hours = std::numeric_limits<double>::infinity();
     rs.planned_per_day = 0;
     rs.slowdown = 0;
@@ -270,8 +270,7 @@ TEST_CASE("spot capacity: preemptions join failures in the Young/Daly interval a
     CHECK(od.checkpoint_interval_s == Approx(std::sqrt(2 * 2.8 * 80000.0 / 8 * 3600)));
 }
 
-TEST_CASE("each plan lists its billing options and the cheapest on its own expected wall clock",
-          "[billing][cli]") {
+TEST_CASE("each plan lists its billing options and the cheapest on its own expected wall clock", "[billing][cli]") {
     ScratchDir dir;
     // On demand 2.00 per GPU-hour or spot at 1.00, taken back 0.01 times per node-hour with a 30 min
     // wait; an annual term at 15% off is far too long for a 1.2-day run.
@@ -281,7 +280,7 @@ TEST_CASE("each plan lists its billing options and the cheapest on its own expec
     const auto j = nlohmann::json::parse(run_trainsim("simulate --json '" + file + "'").out);
     REQUIRE(j["fits"] == true);
     const auto& options = j["billing"]["options"];
-    REQUIRE(options.size() == 5);  // on demand, monthly, quarterly, annual, spot
+    REQUIRE(options.size() == 5); // on demand, monthly, quarterly, annual, spot
     double cheapest = 1e300;
     std::string cheapest_name;
     for (const auto& o : options) {
@@ -306,7 +305,7 @@ TEST_CASE("each plan lists its billing options and the cheapest on its own expec
     CHECK(j["cost_prorated"].get<double>() == Approx(j["gpu_hours"].get<double>() * 2.0).epsilon(1e-9));
     CHECK(j["billed_units"].get<double>() * 2.0 == Approx(j["cost"].get<double>()));
     CHECK(j["unused_fraction"].get<double>() >= 0);
-    CHECK(j["unused_fraction"].get<double>() < 1e-4);  // per second: at most a second of the run
+    CHECK(j["unused_fraction"].get<double>() < 1e-4); // per second: at most a second of the run
     // Preempted often and kept waiting long, spot loses to on demand.
     const auto bad = write(dir, "badspot.yaml",
                            small_scenario("pricing: {rate: 2.0, spot: {rate: 1.9, preemption_rate: 0.5/h, "
@@ -314,8 +313,9 @@ TEST_CASE("each plan lists its billing options and the cheapest on its own expec
     const auto k = nlohmann::json::parse(run_trainsim("simulate --json '" + bad + "'").out);
     CHECK(k["cheapest_billing"]["commitment"] == "on_demand");
     // Paying spot: `cost` is the spot bill, and the run's figures show the preemptions.
-    const auto on_spot = write(dir, "onspot.yaml",
-                               small_scenario("pricing: {commitment: spot, spot: {rate: 1.0, preemption_rate: 0.01/h}}\n"));
+    const auto on_spot =
+        write(dir, "onspot.yaml",
+              small_scenario("pricing: {commitment: spot, spot: {rate: 1.0, preemption_rate: 0.01/h}}\n"));
     const auto s = nlohmann::json::parse(run_trainsim("simulate --json '" + on_spot + "'").out);
     CHECK(s["price_per_gpu_hour"].get<double>() == Approx(1.0));
     CHECK(s["run"]["preemption_interval_s"].get<double>() == Approx(100.0 * 3600));
@@ -328,10 +328,10 @@ TEST_CASE("spot pricing is checked: a rate needs its preemption rate, spot needs
     auto rc = [&](const std::string& pricing) {
         return run_trainsim("simulate '" + write(dir, "s.yaml", small_scenario(pricing)) + "'").rc;
     };
-    CHECK(rc("pricing: {rate: 2.0, spot: {rate: 1.0}}\n") == 2);  // no preemption rate
+    CHECK(rc("pricing: {rate: 2.0, spot: {rate: 1.0}}\n") == 2); // no preemption rate
     CHECK(rc("pricing: {commitment: spot, rate: 2.0}\n") == 2);  // spot without its rate
     CHECK(rc("pricing: {basis: machine_month, rate: 9000, spot: {rate: 1.0, preemption_rate: 0.01/h}}\n") == 2);
-    CHECK(rc("pricing: {rate: 2.0, spot: {rate: 1.0, preemption_rate: 0.01}}\n") == 2);  // a rate needs its unit
+    CHECK(rc("pricing: {rate: 2.0, spot: {rate: 1.0, preemption_rate: 0.01}}\n") == 2); // a rate needs its unit
     CHECK(rc("pricing: {rate: 2.0, increment: minit}\n") == 2);
     CHECK(rc("pricing: {rate: 2.0, spot: {rate: 1.0, preemption_rate: 0.01/h}}\n") == 0);
 }

@@ -42,7 +42,7 @@ TEST_CASE("offloading the optimizer moves its state and an FP32 gradient copy to
     const auto a = model::peak_memory(gpu);
     const auto b = model::peak_memory(off);
     const double params = model::count_params(gpu.model).total;
-    REQUIRE(a.local_params == Approx(params));  // tp 1, pp 1: every rank holds the whole model before sharding
+    REQUIRE(a.local_params == Approx(params)); // tp 1, pp 1: every rank holds the whole model before sharding
     // ZeRO-2 keeps 12 B of Adam state per parameter of the rank's 1/8 shard on the GPU; offloaded: none.
     CHECK(model::to_gib(a.optimizer) == Approx(model::to_gib(model::Bytes(12.0 * params / 8))));
     CHECK(b.optimizer.value() == 0);
@@ -79,7 +79,7 @@ TEST_CASE("the offload step: PCIe transfers and CPU Adam by hand", "[offload]") 
     CHECK(o.shard_params == Approx(s));
     CHECK(o.grad_to_host_s == Approx(2 * s / pcie));
     CHECK(o.params_to_gpu_s == Approx(2 * s / pcie));
-    CHECK(o.cpu_adam_s == Approx(8 * s / adam));  // the node's CPUs update all 8 shards
+    CHECK(o.cpu_adam_s == Approx(8 * s / adam)); // the node's CPUs update all 8 shards
     CHECK(o.pcie_bytes == Approx(4 * s));
     const auto& b = e.step->breakdown;
     CHECK(o.grad_exposed_s == Approx(std::max(0.0, 2 * s / pcie - b.backward.seconds())));
@@ -106,7 +106,7 @@ TEST_CASE("offload layouts are checked", "[offload][layout]") {
     auto no_memory = offload_plan(model::Sharding::zero2, model::Offload::optimizer);
     no_memory.hardware.default_host_memory = model::Bytes(0);
     CHECK_FALSE(model::check_layout(no_memory).empty());
-    no_memory.cluster.host_memory = model::gib(512);  // the scenario says
+    no_memory.cluster.host_memory = model::gib(512); // the scenario says
     CHECK(model::check_layout(no_memory).empty());
 }
 
@@ -140,11 +140,11 @@ TEST_CASE("when a plan does not fit, each knob is tried on it and the fewest GPU
 
 TEST_CASE("plan: 70B on one 8x H100 machine trains with CPU offload, and says what more GPUs would give",
           "[offload][cli][slow]") {
-    const auto r = test::run_trainsim(
-        "plan --model llama2-70b --gpu h100-sxm --gpus 8 --tokens 1T --price 2.5 --top 3 -q --json");
+    const auto r =
+        test::run_trainsim("plan --model llama2-70b --gpu h100-sxm --gpus 8 --tokens 1T --price 2.5 --top 3 -q --json");
     REQUIRE(r.rc == 0);
     const auto j = nlohmann::json::parse(r.out);
-    CHECK(j["plans"].empty());  // no GPU-only layout of 8 GPUs fits
+    CHECK(j["plans"].empty()); // no GPU-only layout of 8 GPUs fits
     REQUIRE(j.contains("offload_plans"));
     REQUIRE_FALSE(j["offload_plans"].empty());
     const auto& best = j["offload_plans"][0];

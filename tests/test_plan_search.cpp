@@ -16,17 +16,17 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
-#include <stdexcept>
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <memory>
 #include <set>
-#include <sys/wait.h>
+#include <stdexcept>
 
 using namespace trainsim;
 using Approx = Catch::Detail::Approx;
@@ -91,10 +91,10 @@ TEST_CASE("run model: the Llama 3 defaults reproduce its run", "[plan-search][ru
     // Dubey et al. 2024 (Sec. 3.3.4, Table 5): 419 unexpected interruptions in 54 days on 16,384
     // GPUs in 2,048 nodes, 331 blamed on GPUs or software (per GPU) and 88 on hosts and their
     // network (per node); 47 planned ones.
-    CHECK(model::kLlama3GpuMtbfHours == Approx(16384.0 * 1296 / 331));  // 64,149 GPU-hours
-    CHECK(model::kLlama3NodeMtbfHours == Approx(2048.0 * 1296 / 88));   // 30,161 node-hours
+    CHECK(model::kLlama3GpuMtbfHours == Approx(16384.0 * 1296 / 331)); // 64,149 GPU-hours
+    CHECK(model::kLlama3NodeMtbfHours == Approx(2048.0 * 1296 / 88));  // 30,161 node-hours
     sim::RunModelParams defaults;
-    defaults.slowdown = 0;  // the interruptions alone
+    defaults.slowdown = 0; // the interruptions alone
     // 405B parameters (5.67 TB checkpoints) on Llama 3's cluster: its 419 unexpected
     // interruptions come back, every 54 x 24 / 419 = 3.093 h, with 47 planned ones.
     const auto r = sim::run_time(54.0, 405e9, 16384, 2048, defaults);
@@ -297,8 +297,8 @@ TEST_CASE("deadline and budget queries on 4 or 8 GPUs", "[plan-search][budget]")
     for (const auto& r : all.plans) {
         // cost = the wall clock in whole seconds (per-second billing, the default increment) x GPUs x
         // 2 per GPU-hour (the fixture's rate, on demand); pro-rated: the hours used.
-        CHECK(r.estimate.cost == Approx(std::ceil(r.estimate.days_to_train * 86400 * (1 - 1e-12)) / 3600 *
-                                        r.plan.num_gpus() * 2.0));
+        CHECK(r.estimate.cost ==
+              Approx(std::ceil(r.estimate.days_to_train * 86400 * (1 - 1e-12)) / 3600 * r.plan.num_gpus() * 2.0));
         CHECK(r.estimate.bill.cost_prorated == Approx(r.estimate.days_to_train * 24 * r.plan.num_gpus() * 2.0));
         cheapest = std::min(cheapest, r.estimate.cost);
     }
@@ -373,8 +373,8 @@ TEST_CASE("failure-aware days and the deadline or budget on steady or expected d
         CHECK(r.estimate.run.overhead_factor == Approx(f).epsilon(1e-6));
         CHECK(r.estimate.expected_days == Approx(r.estimate.days_to_train * f).epsilon(1e-6));
         // The expected wall clock billed per second (the default increment) at 2 per GPU-hour.
-        CHECK(r.estimate.expected_cost == Approx(std::ceil(r.estimate.expected_days * 86400 * (1 - 1e-12)) / 3600 *
-                                                 r.plan.num_gpus() * 2.0));
+        CHECK(r.estimate.expected_cost ==
+              Approx(std::ceil(r.estimate.expected_days * 86400 * (1 - 1e-12)) / 3600 * r.plan.num_gpus() * 2.0));
         fastest = std::min(fastest, r.estimate.days_to_train);
         cheapest = std::min(cheapest, r.estimate.cost);
         fastest_expected = std::min(fastest_expected, r.estimate.expected_days);
@@ -475,7 +475,7 @@ TEST_CASE("the search beats or ties every hand-written plan of scenarios/questio
             if (!he.fits) continue;  // written to show it does not fit: nothing to beat
             sim::SearchOptions o;
             o.top = 1;
-            o.space.offloads = {hand.parallel.offload};  // a CPU-offload plan is searched among offload plans
+            o.space.offloads = {hand.parallel.offload}; // a CPU-offload plan is searched among offload plans
             // The search keeps the hand-written plan's model, GPUs, fabric and price, and its
             // layout is one of those it tries.
             const auto layouts = sim::enumerate_layouts(hand, o.space);
@@ -527,8 +527,9 @@ TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout",
 
     // Ranked on expected days, with the run settings from the flags (a 1 h MTBF per GPU: the
     // expected days are much longer than the steady ones).
-    const auto e = run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 100B --global-batch 256 "
-                                "--top 2 --days expected --gpu-mtbf-hours 1000 --restart-minutes 30 --price 2 --json");
+    const auto e = run_plan_cli(
+        "--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 100B --global-batch 256 "
+        "--top 2 --days expected --gpu-mtbf-hours 1000 --restart-minutes 30 --price 2 --json");
     REQUIRE(e.rc == 0);
     const auto ej = nlohmann::json::parse(e.out);
     CHECK(ej["search"]["days"] == "expected");

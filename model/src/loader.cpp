@@ -207,7 +207,8 @@ template <class T, class Get> Binding<T> duration_key(std::string_view path, dou
 }
 
 // A size with its unit ("2 TB", "1.5 TiB").
-template <class T, class Get> Binding<T> size_key(std::string_view path, Get get) {
+template <class T, class Get>
+Binding<T> size_key(std::string_view path, Get get) {
     return {path, "size", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
                 auto x = detail::read_with_unit(v, at, "a size (e.g. '2 TB', '512 GiB')", parse_bytes, out);
                 if (x && !in_range(*x, spec, parse_bytes, at, v, out)) x.reset();
@@ -217,7 +218,8 @@ template <class T, class Get> Binding<T> size_key(std::string_view path, Get get
 }
 
 // How often something happens ("0.002/h"), stored per hour.
-template <class T, class Get> Binding<T> rate_key(std::string_view path, Get get) {
+template <class T, class Get>
+Binding<T> rate_key(std::string_view path, Get get) {
     return {path, "rate", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
                 auto x = detail::read_with_unit(v, at, "a rate (e.g. '0.002/h', '1/d')", parse_rate_per_second, out);
                 if (x && !in_range(*x, spec, parse_rate_per_second, at, v, out)) x.reset();

@@ -115,7 +115,8 @@ double parse_wall_seconds(std::string_view text) {
 }
 
 double parse_rate_per_second(std::string_view text) {
-    static constexpr std::array<Unit, 4> kPerUnits{{{"/s", 1}, {"/min", 1.0 / 60}, {"/h", 1.0 / 3600}, {"/d", 1.0 / 86400}}};
+    static constexpr std::array<Unit, 4> kPerUnits{
+        {{"/s", 1}, {"/min", 1.0 / 60}, {"/h", 1.0 / 3600}, {"/d", 1.0 / 86400}}};
     // "0.002 / h" reads as "0.002 /h".
     std::string compact(text);
     if (const auto slash = compact.find('/'); slash != std::string::npos)

@@ -10,9 +10,12 @@ namespace {
 // Seconds in one billing increment of an hourly basis.
 double increment_s(model::BillingIncrement inc) {
     switch (inc) {
-    case model::BillingIncrement::second: return 1.0;
-    case model::BillingIncrement::minute: return 60.0;
-    case model::BillingIncrement::hour: return 3600.0;
+        case model::BillingIncrement::second:
+            return 1.0;
+        case model::BillingIncrement::minute:
+            return 60.0;
+        case model::BillingIncrement::hour:
+            return 3600.0;
     }
     throw std::logic_error("increment_s: unknown increment");
 }
@@ -20,11 +23,15 @@ double increment_s(model::BillingIncrement inc) {
 // Months in a commitment's term (0: not a term).
 int term_months(model::Commitment c) {
     switch (c) {
-    case model::Commitment::monthly: return 1;
-    case model::Commitment::quarterly: return 3;
-    case model::Commitment::annual: return 12;
-    case model::Commitment::on_demand:
-    case model::Commitment::spot: return 0;
+        case model::Commitment::monthly:
+            return 1;
+        case model::Commitment::quarterly:
+            return 3;
+        case model::Commitment::annual:
+            return 12;
+        case model::Commitment::on_demand:
+        case model::Commitment::spot:
+            return 0;
     }
     throw std::logic_error("term_months: unknown commitment");
 }
@@ -71,18 +78,18 @@ Bill bill(const model::Pricing& pricing, model::Commitment how, double wall_hour
     }
     const double gpus = static_cast<double>(nodes) * gpus_per_node;
     switch (pricing.basis) {
-    case model::PriceBasis::gpu_hour:
-        b.unit = "GPU-hour";
-        b.billed_units = b.billed_hours * gpus;
-        break;
-    case model::PriceBasis::machine_hour:
-        b.unit = "machine-hour";
-        b.billed_units = b.billed_hours * nodes;
-        break;
-    case model::PriceBasis::machine_month:
-        b.unit = "machine-month";
-        b.billed_units = b.billed_hours / kHoursPerMonth * nodes;
-        break;
+        case model::PriceBasis::gpu_hour:
+            b.unit = "GPU-hour";
+            b.billed_units = b.billed_hours * gpus;
+            break;
+        case model::PriceBasis::machine_hour:
+            b.unit = "machine-hour";
+            b.billed_units = b.billed_hours * nodes;
+            break;
+        case model::PriceBasis::machine_month:
+            b.unit = "machine-month";
+            b.billed_units = b.billed_hours / kHoursPerMonth * nodes;
+            break;
     }
     double discount = 0;
     if (!spot)

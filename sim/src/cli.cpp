@@ -139,7 +139,7 @@ void print_results(const Common& c, const model::Scenario& scenario, const std::
                    bool side_by_side) {
     if (c.trace == "-") return; // stdout carries the trace
     if (c.json) {
-        std::cout << results_json(results).dump(2) << "\n";  // with the same advice
+        std::cout << results_json(results).dump(2) << "\n"; // with the same advice
         return;
     }
     if (c.csv) {
@@ -424,8 +424,9 @@ int run_collective(const CollectiveArgs& a) {
     if (!a.algo.empty()) {
         algo = parse_algorithm(a.algo);
         if (!algo)
-            problem("--algo", fmt::format("unknown algorithm '{}'{} (ring, tree, nvls, nvls_tree, direct)", a.algo,
-                                          model::did_you_mean(a.algo, {"ring", "tree", "nvls", "nvls_tree", "direct"})));
+            problem("--algo",
+                    fmt::format("unknown algorithm '{}'{} (ring, tree, nvls, nvls_tree, direct)", a.algo,
+                                model::did_you_mean(a.algo, {"ring", "tree", "nvls", "nvls_tree", "direct"})));
     }
     if (a.gpus < 2) problem("--gpus", fmt::format("a collective needs at least 2 GPUs, got {}", a.gpus));
     if (cluster.gpus_per_node < 1) problem("--gpus-per-node", "must be at least 1");
@@ -493,7 +494,7 @@ struct PlanArgs {
     int seq_len = 4096;
     int global_batch = 1024;
     std::string precision = "bf16";
-    std::optional<double> price;  // absent: the scenario's price, or none
+    std::optional<double> price; // absent: the scenario's price, or none
     std::string currency = "USD";
     long long top = 10;  // signed: "--top -1" must be an error, not 2^64 - 1
     std::string rank;  // days | cost; empty: cost with a deadline, else days
@@ -532,7 +533,8 @@ model::Plan plan_base(const PlanArgs& a) {
         if (!a.model.empty() || !a.gpu.empty() || !a.tokens.empty())
             plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
         if (a.price)
-            plan_arg_error("--price", "belongs to the flag form; with a scenario FILE the price is its pricing section");
+            plan_arg_error("--price",
+                           "belongs to the flag form; with a scenario FILE the price is its pricing section");
         auto sc = model::load_scenario(a.file, opts);
         for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
         if (!a.profile.empty()) note_profile_override(a.profile, sc.plans.size());
@@ -590,8 +592,9 @@ int run_plan_search(const PlanArgs& a) {
     else if (a.rank == "cost" || a.rank == "cost-p90")
         o.rank = RankBy::cost;
     else
-        plan_arg_error("--rank", fmt::format("unknown ranking '{}'{} (days, cost, p90, days-p90, cost-p90)", a.rank,
-                                             model::did_you_mean(a.rank, {"days", "cost", "p90", "days-p90", "cost-p90"})));
+        plan_arg_error("--rank",
+                       fmt::format("unknown ranking '{}'{} (days, cost, p90, days-p90, cost-p90)", a.rank,
+                                   model::did_you_mean(a.rank, {"days", "cost", "p90", "days-p90", "cost-p90"})));
     if (a.deadline_days && !(*a.deadline_days > 0)) plan_arg_error("--deadline-days", "must be positive");
     if (a.budget && !(*a.budget > 0)) plan_arg_error("--budget", "must be positive");
     // Money without a price is unknown, not 0: a budget would let every plan pass and a cost
@@ -794,8 +797,8 @@ int run_plan_search(const PlanArgs& a) {
             }
             if (gpu_only_alternative) {
                 auto gj = plan_json(gpu_only_alternative->plan, gpu_only_alternative->estimate);
-                gj["speedup_vs_best_offload_plan"] = offload_res->plans.front().estimate.days_to_train /
-                                                     gpu_only_alternative->estimate.days_to_train;
+                gj["speedup_vs_best_offload_plan"] =
+                    offload_res->plans.front().estimate.days_to_train / gpu_only_alternative->estimate.days_to_train;
                 j["gpu_only_alternative"] = gj;
             }
             if (advice) j["fit_advice"] = fit_advice_json(*advice);
@@ -830,8 +833,8 @@ int run_plan_search(const PlanArgs& a) {
         for (std::size_t i = 0; i < offload_res->plans.size(); ++i) {
             const auto& r = offload_res->plans[i];
             const auto& e = r.estimate;
-            std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8.1f} {:>12} {:>9.0f} {:>5.1f}% {:>6.1f} {:>6.0f}\n", i + 1,
-                                     r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+            std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8.1f} {:>12} {:>9.0f} {:>5.1f}% {:>6.1f} {:>6.0f}\n",
+                                     i + 1, r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
                                      e.priced ? fmt::format("{:.0f}", e.cost) : "no price", e.tokens_per_s_per_gpu,
                                      100 * e.mfu, model::to_gib(e.memory.total()), model::to_gib(e.host_needed));
         }
@@ -842,9 +845,10 @@ int run_plan_search(const PlanArgs& a) {
     };
     if (res.plans.empty()) {
         if (offload_res) {
-            std::cout << fmt::format("no GPU-only layout fits on {} GPU(s); with CPU offload (parallel.offload; memory "
-                                     "in GiB per GPU and per node):\n",
-                                     fmt::join(no_fit_counts, ","));
+            std::cout << fmt::format(
+                "no GPU-only layout fits on {} GPU(s); with CPU offload (parallel.offload; memory "
+                "in GiB per GPU and per node):\n",
+                fmt::join(no_fit_counts, ","));
             offload_header();
             offload_table();
             const auto& best = offload_res->plans.front();
@@ -872,8 +876,8 @@ int run_plan_search(const PlanArgs& a) {
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
-        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
-                                 i + 1, tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
+                                 tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
                                  e.expected_days,
                                  e.priced ? fmt::format("{:.0f}", expected ? e.expected_cost : e.cost) : "no price",
                                  e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
@@ -890,12 +894,13 @@ int run_plan_search(const PlanArgs& a) {
     if (!why_recommended.empty()) std::cout << "recommended: " << why_recommended << "\n";
     std::cout << "\nbest plan:\n" << format_plan(res.plans.front().plan, res.plans.front().estimate);
     const auto& rt = res.plans.front().estimate.run;
-    std::cout << fmt::format("  whole run: {:.1f} days expected (x{:.4f}: x{:.3f} slowdowns, checkpoint {:.0f} GB written "
-                             "in {:.0f} s every {:.1f} h, cluster MTBF {:.1f} h, ~{:.0f} failures and ~{:.0f} planned "
-                             "stops at {:.0f} min each)\n",
-                             res.plans.front().estimate.expected_days, rt.overhead_factor, rt.stretch,
-                             rt.checkpoint_bytes / 1e9, rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600,
-                             rt.cluster_mtbf_s / 3600, rt.expected_failures, rt.expected_planned, rt.restart_s / 60);
+    std::cout << fmt::format(
+        "  whole run: {:.1f} days expected (x{:.4f}: x{:.3f} slowdowns, checkpoint {:.0f} GB written "
+        "in {:.0f} s every {:.1f} h, cluster MTBF {:.1f} h, ~{:.0f} failures and ~{:.0f} planned "
+        "stops at {:.0f} min each)\n",
+        res.plans.front().estimate.expected_days, rt.overhead_factor, rt.stretch, rt.checkpoint_bytes / 1e9,
+        rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600, rt.expected_failures,
+        rt.expected_planned, rt.restart_s / 60);
     if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
     if (offload_res) {
         std::cout << fmt::format("\nno GPU-only layout fits on {} GPU(s); with CPU offload there:\n",
@@ -1017,8 +1022,9 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--checkpoint-bandwidth", plan_args.checkpoint_bandwidth,
                          "checkpoint write bandwidth per node (default: the scenario's run.checkpoint_bandwidth, "
                          "5 GB/s)");
-    plan_cmd->add_option("--gpu-mtbf-hours", plan_args.gpu_mtbf_hours,
-                         "mean time between interruptions blamed on one GPU (default: run.gpu_mtbf, Llama 3's 64,149 h)");
+    plan_cmd->add_option(
+        "--gpu-mtbf-hours", plan_args.gpu_mtbf_hours,
+        "mean time between interruptions blamed on one GPU (default: run.gpu_mtbf, Llama 3's 64,149 h)");
     plan_cmd->add_option("--restart-minutes", plan_args.restart_minutes,
                          "time lost per restart besides lost work (default: run.restart, 17 min from Llama 3)");
     plan_cmd->add_flag("--json", plan_args.json, "print {\"plans\": [...]} as JSON");

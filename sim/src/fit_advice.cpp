@@ -104,7 +104,7 @@ FitAdvice fit_advice(const std::vector<model::Plan>& candidates, double headroom
         try {
             all = enumerate_layouts(gpu_only, space);
         } catch (const SearchError&) {
-            break;  // not whole nodes: no larger count is either
+            break; // not whole nodes: no larger count is either
         }
         const model::Plan* least = nullptr;
         double least_ratio = std::numeric_limits<double>::infinity();
@@ -165,10 +165,9 @@ std::string knob_text(const KnobTry& k) {
     if (!k.fits) return s + "  does not fit\n";
     s += "  fits";
     if (k.estimate && k.estimate->step)
-        s += fmt::format(": {:.1f} days, {:.0f} tokens/s/GPU{}", k.estimate->days_to_train,
-                         k.estimate->tokens_per_s_per_gpu,
-                         k.estimate->priced ? fmt::format(", {:.0f} {}", k.estimate->cost, k.estimate->currency)
-                                            : std::string());
+        s += fmt::format(
+            ": {:.1f} days, {:.0f} tokens/s/GPU{}", k.estimate->days_to_train, k.estimate->tokens_per_s_per_gpu,
+            k.estimate->priced ? fmt::format(", {:.0f} {}", k.estimate->cost, k.estimate->currency) : std::string());
     return s + fmt::format(" ({})\n", layout_label(k.plan));
 }
 
@@ -187,12 +186,15 @@ nlohmann::json fit_advice_json(const FitAdvice& a) {
 }
 
 std::string format_fit_advice(const FitAdvice& a) {
-    std::string s = fmt::format("closest layout: {} GPUs {} needs {:.1f} GiB per GPU; {:.1f} GiB may be used (the HBM "
-                                "less the headroom)\nwhat makes it fit, each knob on that layout:\n",
-                                a.closest.num_gpus(), layout_label(a.closest), a.closest_memory_gib, a.capacity_gib);
+    std::string s = fmt::format(
+        "closest layout: {} GPUs {} needs {:.1f} GiB per GPU; {:.1f} GiB may be used (the HBM "
+        "less the headroom)\nwhat makes it fit, each knob on that layout:\n",
+        a.closest.num_gpus(), layout_label(a.closest), a.closest_memory_gib, a.capacity_gib);
     for (const auto& k : a.knobs) s += knob_text(k);
-    if (a.more_gpus) s += "the fewest GPUs at which a GPU-only layout fits:\n" + knob_text(*a.more_gpus);
-    else s += "no GPU-only layout fits up to 64x the GPUs asked for\n";
+    if (a.more_gpus)
+        s += "the fewest GPUs at which a GPU-only layout fits:\n" + knob_text(*a.more_gpus);
+    else
+        s += "no GPU-only layout fits up to 64x the GPUs asked for\n";
     return s;
 }
 

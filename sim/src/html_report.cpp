@@ -555,8 +555,8 @@ std::string cost_chart(const std::vector<PlanResult>& results) {
         unit = fmt::format("cost ({})", *currencies.begin());
     else if (currencies.size() > 1)
         unit = "cost (mixed currencies: compare per plan)";
-    return stacked_bars("chart-cost", "Cost of the training run", {{"as billed: whole billing units", color(4)}}, rows, unit,
-                        std::nullopt);
+    return stacked_bars("chart-cost", "Cost of the training run", {{"as billed: whole billing units", color(4)}}, rows,
+                        unit, std::nullopt);
 }
 
 std::string scaling_section(const std::vector<PlanResult>& results, const std::vector<ScalingSeries>& scaling,

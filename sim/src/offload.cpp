@@ -12,7 +12,7 @@ OffloadTime offload_time(const model::Plan& plan, const StepResult& step) {
     const auto mb = model::peak_memory(plan);
     OffloadTime o;
     o.shard_params = mb.local_params / model::optimizer_shard_degree(plan);
-    const double pcie = hw.pcie_bandwidth.value() * hw.pcie_efficiency;  // B/s per GPU, per direction
+    const double pcie = hw.pcie_bandwidth.value() * hw.pcie_efficiency; // B/s per GPU, per direction
     const auto& b = step.breakdown;
     // Gradients out, as they are reduced during backward.
     o.grad_to_host_s = 2.0 * o.shard_params / pcie;
@@ -27,8 +27,7 @@ OffloadTime offload_time(const model::Plan& plan, const StepResult& step) {
         // backward, and the recompute's forward under full recompute.
         const double passes = 2.0 + (p.recompute == model::Recompute::full ? 1.0 : 0.0);
         o.param_fetch_s = 2.0 * o.shard_params * passes / pcie;
-        o.param_fetch_exposed_s =
-            std::max(0.0, o.param_fetch_s - (b.forward + b.backward + b.recompute).seconds());
+        o.param_fetch_exposed_s = std::max(0.0, o.param_fetch_s - (b.forward + b.backward + b.recompute).seconds());
         o.pcie_bytes += 2.0 * o.shard_params * passes;
     }
     o.gpu_optimizer_s = b.optimizer.seconds();

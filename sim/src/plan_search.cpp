@@ -61,12 +61,11 @@ Metrics metrics_lower_bound(const model::Plan& p, double step_s, const SearchOpt
     const double shave = 1.0 - 1e-12;
     const double wall_days = days * factor * shave;
     // The bill only grows with the wall clock (whole units of it), so billing the bound bounds it.
-    const double cost = has_price(p.pricing)
-                            ? bill(p.pricing, p.pricing.commitment, wall_days * 24.0, p.cluster.nodes,
-                                   p.cluster.gpus_per_node)
-                                      .cost *
-                                  shave
-                            : 0.0;
+    const double cost =
+        has_price(p.pricing)
+            ? bill(p.pricing, p.pricing.commitment, wall_days * 24.0, p.cluster.nodes, p.cluster.gpus_per_node).cost *
+                  shave
+            : 0.0;
     return {wall_days, cost};
 }
 
@@ -143,27 +142,27 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                         for (bool sp : sps)
                             for (int mb : mbs)
                                 for (auto sh : shardings)
-                                for (auto off : space.offloads) {
-                                    // ZeRO-2/3 shard gradients across micro-batches: pp == 1 only (FSDP /
-                                    // HSDP under pp keep their gathered weights through the step).
-                                    if (pp > 1 && (sh == model::Sharding::zero3 || sh == model::Sharding::zero2))
-                                        continue;
-                                    for (auto rc : space.recomputes) {
-                                        model::Plan p = node_plan;
-                                        p.parallel.tp = tp;
-                                        p.parallel.pp = pp;
-                                        p.parallel.vp = vp;
-                                        p.parallel.cp = cp;
-                                        p.parallel.dp = dp;
-                                        p.parallel.sequence_parallel = sp;
-                                        p.parallel.sharding = sh;
-                                        p.parallel.offload = off;
-                                        p.parallel.recompute = rc;
-                                        p.training.micro_batch = mb;
-                                        p.name = search_name(p);
-                                        out.push_back(std::move(p));
+                                    for (auto off : space.offloads) {
+                                        // ZeRO-2/3 shard gradients across micro-batches: pp == 1 only (FSDP /
+                                        // HSDP under pp keep their gathered weights through the step).
+                                        if (pp > 1 && (sh == model::Sharding::zero3 || sh == model::Sharding::zero2))
+                                            continue;
+                                        for (auto rc : space.recomputes) {
+                                            model::Plan p = node_plan;
+                                            p.parallel.tp = tp;
+                                            p.parallel.pp = pp;
+                                            p.parallel.vp = vp;
+                                            p.parallel.cp = cp;
+                                            p.parallel.dp = dp;
+                                            p.parallel.sequence_parallel = sp;
+                                            p.parallel.sharding = sh;
+                                            p.parallel.offload = off;
+                                            p.parallel.recompute = rc;
+                                            p.training.micro_batch = mb;
+                                            p.name = search_name(p);
+                                            out.push_back(std::move(p));
+                                        }
                                     }
-                                }
                 }
             }
         }

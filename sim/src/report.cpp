@@ -53,21 +53,50 @@ std::string csv_cell(const std::string& v) {
 void flatten(const json& j, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
     for (auto it = j.begin(); it != j.end(); ++it) {
         const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
-        if (it->is_object()) flatten(*it, key, out);
-        else if (it->is_string()) out.emplace_back(key, it->get<std::string>());
-        else if (it->is_null()) out.emplace_back(key, "");
-        else out.emplace_back(key, it->dump());
+        if (it->is_object())
+            flatten(*it, key, out);
+        else if (it->is_string())
+            out.emplace_back(key, it->get<std::string>());
+        else if (it->is_null())
+            out.emplace_back(key, "");
+        else
+            out.emplace_back(key, it->dump());
     }
 }
 
 // What a reader looks at first leads (rank, name, GPUs and layout, then README's contract
 // figures); the other columns follow in their JSON (alphabetical) order.
 std::size_t lead_position(const std::string& k) {
-    static const std::vector<std::string> kLead{
-        "rank", "recommended", "tied_with_best", "name", "num_gpus", "tp", "pp", "vp", "cp", "dp",
-        "sequence_parallel", "sharding", "recompute", "micro_batch", "grad_accum", "fits", "memory_per_gpu_gib",
-        "days_to_train", "days_to_train_p10", "days_to_train_p90", "expected_days", "gpu_hours", "cost",
-        "cost_p10", "cost_p90", "expected_cost", "currency", "tokens_per_s_per_gpu", "mfu", "step_time_s"};
+    static const std::vector<std::string> kLead{"rank",
+                                                "recommended",
+                                                "tied_with_best",
+                                                "name",
+                                                "num_gpus",
+                                                "tp",
+                                                "pp",
+                                                "vp",
+                                                "cp",
+                                                "dp",
+                                                "sequence_parallel",
+                                                "sharding",
+                                                "recompute",
+                                                "micro_batch",
+                                                "grad_accum",
+                                                "fits",
+                                                "memory_per_gpu_gib",
+                                                "days_to_train",
+                                                "days_to_train_p10",
+                                                "days_to_train_p90",
+                                                "expected_days",
+                                                "gpu_hours",
+                                                "cost",
+                                                "cost_p10",
+                                                "cost_p90",
+                                                "expected_cost",
+                                                "currency",
+                                                "tokens_per_s_per_gpu",
+                                                "mfu",
+                                                "step_time_s"};
     const auto it = std::find(kLead.begin(), kLead.end(), k);
     return it == kLead.end() ? kLead.size() : static_cast<std::size_t>(it - kLead.begin());
 }
@@ -83,15 +112,16 @@ std::string money(double v, const std::string& cur) {
 std::string billing_lines(const RunEstimate& e) {
     if (!e.priced) return {};
     const auto& b = e.bill;
-    std::string s = fmt::format("  billed: {} {:.6g} {}s ({}{}), {:.1f}% of it unused; pro-rated {}\n",
-                                model::to_string(b.commitment), b.billed_units, b.unit, model::to_string(e.pricing.basis),
-                                e.pricing.basis == model::PriceBasis::machine_month
-                                    ? std::string()
-                                    : fmt::format(" per {}", model::to_string(e.pricing.increment)),
-                                100 * b.unused_fraction, money(b.cost_prorated, e.currency));
-    s += fmt::format("  expected wall clock {:.1f} d (slowdowns, checkpoints, failures, planned stops{}, restarts): {} billed",
-                     e.expected_days,
-                     e.run.preemption_interval_s > 0 ? ", preemptions" : "", money(e.expected_cost, e.currency));
+    std::string s =
+        fmt::format("  billed: {} {:.6g} {}s ({}{}), {:.1f}% of it unused; pro-rated {}\n",
+                    model::to_string(b.commitment), b.billed_units, b.unit, model::to_string(e.pricing.basis),
+                    e.pricing.basis == model::PriceBasis::machine_month
+                        ? std::string()
+                        : fmt::format(" per {}", model::to_string(e.pricing.increment)),
+                    100 * b.unused_fraction, money(b.cost_prorated, e.currency));
+    s += fmt::format(
+        "  expected wall clock {:.1f} d (slowdowns, checkpoints, failures, planned stops{}, restarts): {} billed",
+        e.expected_days, e.run.preemption_interval_s > 0 ? ", preemptions" : "", money(e.expected_cost, e.currency));
     if (e.billing_options.size() > 1) {
         const auto& c = e.billing_options[e.cheapest_option];
         s += fmt::format("; cheapest listed option: {} at {} ({:.1f} d, {:.1f}% unused)",
@@ -166,17 +196,18 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
         j["host_capacity_gib"] = to_gib(e.host_capacity);
     }
     if (!e.fits || !e.step) {
-        for (const char* k : {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
-                              "mfu_noncausal", "mfu_vs_bf16_peak", "days_to_train", "expected_days", "gpu_hours", "cost",
-                              "expected_cost", "cost_per_million_tokens", "cost_prorated", "billed_units",
-                              "unused_fraction"})
+        for (const char* k :
+             {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "mfu_noncausal",
+              "mfu_vs_bf16_peak", "days_to_train", "expected_days", "gpu_hours", "cost", "expected_cost",
+              "cost_per_million_tokens", "cost_prorated", "billed_units", "unused_fraction"})
             j[k] = nullptr;
         j["reason"] = e.memory.total() > e.capacity || plan.parallel.offload == model::Offload::none
                           ? fmt::format("needs {:.1f} GiB per GPU on pipeline stage {}, the GPU has {:.1f} GiB",
                                         to_gib(e.memory.total()), e.memory.stage, to_gib(e.capacity))
-                          : fmt::format("its offloaded state needs {:.1f} GiB of host memory per node, the node has "
-                                        "{:.1f} GiB",
-                                        to_gib(e.host_needed), to_gib(e.host_capacity));
+                          : fmt::format(
+                                "its offloaded state needs {:.1f} GiB of host memory per node, the node has "
+                                "{:.1f} GiB",
+                                to_gib(e.host_needed), to_gib(e.host_capacity));
         return j;
     }
     j["step_time_s"] = e.step_time_s;
@@ -189,22 +220,22 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
     j["steps"] = e.steps;
     j["days_to_train"] = e.days_to_train;
     j["expected_days"] = e.expected_days;
-    j["run"] = json{{"checkpoint_bytes", e.run.checkpoint_bytes},
-                    {"checkpoint_write_s", e.run.checkpoint_write_s},
-                    {"cluster_mtbf_s", e.run.cluster_mtbf_s},
-                    {"preemption_interval_s",
-                     e.run.preemption_interval_s > 0 ? json(e.run.preemption_interval_s) : json(nullptr)},
-                    {"interruption_interval_s", e.run.interruption_interval_s},
-                    {"planned_interval_s", e.run.planned_interval_s > 0 ? json(e.run.planned_interval_s) : json(nullptr)},
-                    {"stretch", e.run.stretch},
-                    {"checkpoint_interval_s", e.run.checkpoint_interval_s},
-                    {"restart_s", e.run.restart_s},
-                    {"preemption_wait_s", e.run.preemption_wait_s},
-                    {"overhead_factor", e.run.overhead_factor},
-                    {"expected_failures", e.run.expected_failures},
-                    {"expected_preemptions", e.run.expected_preemptions},
-                    {"expected_planned", e.run.expected_planned},
-                    {"first_order_valid", e.run.first_order_valid}};
+    j["run"] = json{
+        {"checkpoint_bytes", e.run.checkpoint_bytes},
+        {"checkpoint_write_s", e.run.checkpoint_write_s},
+        {"cluster_mtbf_s", e.run.cluster_mtbf_s},
+        {"preemption_interval_s", e.run.preemption_interval_s > 0 ? json(e.run.preemption_interval_s) : json(nullptr)},
+        {"interruption_interval_s", e.run.interruption_interval_s},
+        {"planned_interval_s", e.run.planned_interval_s > 0 ? json(e.run.planned_interval_s) : json(nullptr)},
+        {"stretch", e.run.stretch},
+        {"checkpoint_interval_s", e.run.checkpoint_interval_s},
+        {"restart_s", e.run.restart_s},
+        {"preemption_wait_s", e.run.preemption_wait_s},
+        {"overhead_factor", e.run.overhead_factor},
+        {"expected_failures", e.run.expected_failures},
+        {"expected_preemptions", e.run.expected_preemptions},
+        {"expected_planned", e.run.expected_planned},
+        {"first_order_valid", e.run.first_order_valid}};
     j["gpu_hours"] = e.gpu_hours;
     // Money as billed (sim/billing.hpp); null without a price (null_money_without_price).
     j["cost"] = e.cost;
@@ -277,7 +308,7 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
         time_like("expected_days", e.expected_days);
         time_like("gpu_hours", e.gpu_hours);
         for (const char* k : {"cost", "expected_cost", "cost_per_million_tokens"})
-            for (const char* end : {"_p10", "_p90"}) j[std::string(k) + end] = nullptr;  // unknown without a price
+            for (const char* end : {"_p10", "_p90"}) j[std::string(k) + end] = nullptr; // unknown without a price
         if (e.priced) {
             // Money at the band's ends is billed like the prediction: whole units of the wall clock.
             for (const auto& [k, f] : {std::pair{"_p10", b.time_p10}, std::pair{"_p90", b.time_p90}}) {
@@ -337,7 +368,8 @@ std::string plans_csv(const json& plans) {
     for (const auto& cells : rows) {
         for (std::size_t i = 0; i < columns.size(); ++i) {
             if (i > 0) out += ',';
-            const auto it = std::find_if(cells.begin(), cells.end(), [&](const auto& c) { return c.first == columns[i]; });
+            const auto it =
+                std::find_if(cells.begin(), cells.end(), [&](const auto& c) { return c.first == columns[i]; });
             if (it != cells.end()) out += csv_cell(it->second);
         }
         out += '\n';
@@ -380,7 +412,7 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
         return s;
     }
     const auto& b = e.step->breakdown;
-    const double t = e.step->step_time.seconds();  // the GPU's simulated step (CPU offload adds to it)
+    const double t = e.step->step_time.seconds(); // the GPU's simulated step (CPU offload adds to it)
     auto pct = [&](Time x) { return 100.0 * x.seconds() / t; };
     s += fmt::format("  step time {:.3f} s (critical stage {}{}):\n", e.step_time_s, e.step->critical_stage,
                      e.offload ? fmt::format("; the GPU's {:.3f} s plus CPU offload", t) : std::string());
@@ -398,13 +430,14 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
         model::to_string(plan.parallel.host_dispatch));
     if (e.offload) {
         const auto& o = *e.offload;
-        s += fmt::format("    CPU offload: +{:.3f} s per step (GPU optimizer {:.3f} s removed; gradients to host {:.3f} s, "
-                         "{:.3f} exposed past backward; CPU Adam {:.3f} s for the node; parameters back {:.3f} s{})\n",
-                         o.added_s + o.gpu_optimizer_s, o.gpu_optimizer_s, o.grad_to_host_s, o.grad_exposed_s,
-                         o.cpu_adam_s, o.params_to_gpu_s,
-                         o.param_fetch_s > 0 ? fmt::format("; parameter fetches {:.3f} s, {:.3f} exposed", o.param_fetch_s,
-                                                           o.param_fetch_exposed_s)
-                                             : std::string());
+        s += fmt::format(
+            "    CPU offload: +{:.3f} s per step (GPU optimizer {:.3f} s removed; gradients to host {:.3f} s, "
+            "{:.3f} exposed past backward; CPU Adam {:.3f} s for the node; parameters back {:.3f} s{})\n",
+            o.added_s + o.gpu_optimizer_s, o.gpu_optimizer_s, o.grad_to_host_s, o.grad_exposed_s, o.cpu_adam_s,
+            o.params_to_gpu_s,
+            o.param_fetch_s > 0
+                ? fmt::format("; parameter fetches {:.3f} s, {:.3f} exposed", o.param_fetch_s, o.param_fetch_exposed_s)
+                : std::string());
     }
     s += fmt::format("  throughput {:.0f} tokens/s ({:.0f} per GPU) | {:.0f} model TFLOP/s per GPU | "
                      "MFU {:.1f}% of {:.0f} TFLOP/s ({} peak, causal FLOPs; non-causal {:.1f}%)\n",
@@ -413,10 +446,10 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
     if (!e.band) {
         s += fmt::format("  {:.3g} tokens: {:.1f} days | {:.0f} GPU-hours | {}\n", plan.training.tokens,
                          e.days_to_train, e.gpu_hours,
-                         !e.priced ? std::string("no price (pricing.rate)")
-                                   : fmt::format("{} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens",
-                                                 money(e.cost, e.currency), e.price_per_gpu_hour, e.currency,
-                                                 e.cost_per_million_tokens, e.currency));
+                         !e.priced
+                             ? std::string("no price (pricing.rate)")
+                             : fmt::format("{} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
+                                           e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
         s += billing_lines(e);
         return s;
     }
@@ -428,7 +461,7 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
         !e.priced ? std::string("no price (pricing.rate)")
                   : fmt::format("{} ({}-{}) at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
                                 money(e.bill_for_days(e.days_to_train * band.time_p10).cost, e.currency),
-        money(e.bill_for_days(e.days_to_train * band.time_p90).cost, e.currency),
+                                money(e.bill_for_days(e.days_to_train * band.time_p90).cost, e.currency),
                                 e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
     s += billing_lines(e);
     s += fmt::format("  80% band (p10-p90, docs/trust.md): {}; regime {}\n", band.basis, band.regime);
@@ -462,7 +495,7 @@ std::string format_comparison(const std::vector<PlanResult>& results) {
         return !ok(e) ? std::string("-") : !e.priced ? std::string("no price") : money(e.cost, e.currency);
     });
     row("per M tokens", [&](const model::Plan&, const RunEstimate& e) {
-        return !ok(e)       ? std::string("-")
+        return !ok(e)      ? std::string("-")
                : !e.priced ? std::string("no price")
                            : fmt::format("{:.2f} {}", e.cost_per_million_tokens, e.currency);
     });

@@ -72,7 +72,8 @@ struct MemoryBreakdown {
 [[nodiscard]] Bytes host_offload_bytes_per_node(const Plan& plan);
 // Whether the plan fits in GPU memory (within `capacity`, the HBM by default) and, with offload, in
 // host memory.
-[[nodiscard]] bool fits_in_memory(const Plan& plan, const MemoryBreakdown& peak, std::optional<Bytes> capacity = std::nullopt);
+[[nodiscard]] bool fits_in_memory(const Plan& plan, const MemoryBreakdown& peak,
+                                  std::optional<Bytes> capacity = std::nullopt);
 // The stage with the largest total (what decides whether the plan fits).
 [[nodiscard]] MemoryBreakdown peak_memory(const Plan& plan);
 

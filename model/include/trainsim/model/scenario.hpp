@@ -209,9 +209,9 @@ struct Cluster {
 
 // Spot / preemptible capacity: cheaper, and taken back (pricing.spot.*).
 struct SpotOffer {
-    std::optional<double> rate;            // currency per basis unit (GPU-hour or machine-hour)
-    double preemptions_per_node_hour = 0;  // one node taken back stops the whole job
-    double restart_wait_s = 0;             // waiting for capacity after a preemption, before the restart
+    std::optional<double> rate;           // currency per basis unit (GPU-hour or machine-hour)
+    double preemptions_per_node_hour = 0; // one node taken back stops the whole job
+    double restart_wait_s = 0;            // waiting for capacity after a preemption, before the restart
 };
 
 struct Pricing {
@@ -221,7 +221,7 @@ struct Pricing {
     // (null in JSON, "no price" in text), never 0.
     std::optional<double> rate;
     std::string currency = "USD";
-    BillingIncrement increment = BillingIncrement::second;  // hourly bases
+    BillingIncrement increment = BillingIncrement::second; // hourly bases
     Commitment commitment = Commitment::on_demand;
     std::map<Commitment, double> discounts;  // fraction off the list rate
     SpotOffer spot;
@@ -236,8 +236,8 @@ struct Pricing {
 //   the host and its network (88): network switch/cable 35, unplanned host maintenance 32, NIC 7,
 //     SSD 3, power supply 3, server chassis 2, IO expansion board 2, CPU 2, system memory 2 --
 //     counted per node.
-inline constexpr double kLlama3GpuMtbfHours = 16384.0 * 54.0 * 24.0 / (268.0 + 63.0);  // 64,149 GPU-hours
-inline constexpr double kLlama3NodeMtbfHours = 2048.0 * 54.0 * 24.0 / 88.0;            // 30,161 node-hours
+inline constexpr double kLlama3GpuMtbfHours = 16384.0 * 54.0 * 24.0 / (268.0 + 63.0); // 64,149 GPU-hours
+inline constexpr double kLlama3NodeMtbfHours = 2048.0 * 54.0 * 24.0 / 88.0;           // 30,161 node-hours
 // Planned interruptions (firmware upgrades, operator configuration or dataset changes), per day of
 // the job: 47 in 54 days.
 inline constexpr double kLlama3PlannedPerDay = 47.0 / 54.0;
@@ -257,9 +257,9 @@ inline constexpr double kLlama3DiurnalSlowdown = 0.01;
 struct RunSettings {
     // Sustained checkpoint write bandwidth of one node to shared storage (nodes write in parallel).
     Bandwidth checkpoint_bandwidth_per_node = Bandwidth(5e9);
-    double gpu_mtbf_hours = kLlama3GpuMtbfHours;    // mean time between interruptions blamed on one GPU
-    double node_mtbf_hours = kLlama3NodeMtbfHours;  // ... on one node (host, NICs, its switch and cables)
-    double planned_per_day = kLlama3PlannedPerDay;  // planned interruptions of the job per day
+    double gpu_mtbf_hours = kLlama3GpuMtbfHours;   // mean time between interruptions blamed on one GPU
+    double node_mtbf_hours = kLlama3NodeMtbfHours; // ... on one node (host, NICs, its switch and cables)
+    double planned_per_day = kLlama3PlannedPerDay; // planned interruptions of the job per day
     // Time from an interruption to training again: detect, reschedule, reload the checkpoint, warm up.
     double restart_s = kLlama3RestartS;
     // Fixed checkpoint interval instead of the Young/Daly optimum.

@@ -27,15 +27,15 @@ namespace trainsim::sim {
 inline constexpr double kHoursPerMonth = 730.0;
 
 struct Bill {
-    model::Commitment commitment = model::Commitment::on_demand;  // how the capacity is paid for
-    double cost = 0;              // as charged
-    double cost_prorated = 0;     // the hours used at the same rate (the old pro-rated figure)
-    double billed_units = 0;      // in the unit of the rate (`unit`)
-    std::string unit;             // "GPU-hour", "machine-hour" or "machine-month"
-    double billed_hours = 0;      // wall-clock hours paid for
-    double used_hours = 0;        // wall-clock hours used
-    double unused_fraction = 0;   // (billed - used) / billed; 0 for a run of no time
-    double rate_after_discount = 0;  // per unit
+    model::Commitment commitment = model::Commitment::on_demand; // how the capacity is paid for
+    double cost = 0;                                             // as charged
+    double cost_prorated = 0;       // the hours used at the same rate (the old pro-rated figure)
+    double billed_units = 0;        // in the unit of the rate (`unit`)
+    std::string unit;               // "GPU-hour", "machine-hour" or "machine-month"
+    double billed_hours = 0;        // wall-clock hours paid for
+    double used_hours = 0;          // wall-clock hours used
+    double unused_fraction = 0;     // (billed - used) / billed; 0 for a run of no time
+    double rate_after_discount = 0; // per unit
 };
 
 // The bill of a run of `wall_hours` on `nodes` machines of `gpus_per_node` GPUs paid as `how`.

@@ -56,18 +56,18 @@ struct RunEstimate {
     // unless the caller re-applies others with apply_run_model).
     RunTime run;
     double expected_days = 0;
-    double gpu_hours = 0;                // used: steady hours x GPUs
+    double gpu_hours = 0; // used: steady hours x GPUs
     // Whether the plan has a price for the way it pays (billing.hpp has_price). Without one the
     // money figures below stay 0 and mean "unknown": reports print "no price" / null, never 0.
     bool priced = false;
-    double price_per_gpu_hour = 0;       // the hourly rate of one GPU after the commitment discount
+    double price_per_gpu_hour = 0; // the hourly rate of one GPU after the commitment discount
     // Money as billed (billing.hpp): the steady wall clock and the expected one, paid as the plan
     // pays (pricing.commitment).
     Bill bill;
     Bill expected_bill;
-    double cost = 0;                     // bill.cost: the steady run as billed
-    double expected_cost = 0;            // expected_bill.cost: the expected wall clock as billed
-    double cost_per_million_tokens = 0;  // cost / (tokens / 1e6)
+    double cost = 0;                    // bill.cost: the steady run as billed
+    double expected_cost = 0;           // expected_bill.cost: the expected wall clock as billed
+    double cost_per_million_tokens = 0; // cost / (tokens / 1e6)
     // Every way of paying the pricing section offers (billing_options), each on its own expected
     // wall clock (spot capacity is preempted, the rest is not), and the cheapest of them.
     struct BillingOption {
@@ -75,7 +75,7 @@ struct RunEstimate {
         double expected_days = 0;
     };
     std::vector<BillingOption> billing_options;
-    std::size_t cheapest_option = 0;     // index into billing_options (when not empty)
+    std::size_t cheapest_option = 0; // index into billing_options (when not empty)
     std::string currency;
     // What billing needs to price another wall clock (the error band's ends).
     model::Pricing pricing;

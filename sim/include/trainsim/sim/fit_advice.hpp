@@ -18,22 +18,22 @@
 namespace trainsim::sim {
 
 struct KnobTry {
-    std::string knob;         // what was changed, in scenario keys ("parallel.recompute: full")
-    model::Plan plan;         // the plan tried
-    std::string problem;      // why the layout is not valid (check_layout); empty when valid
-    double memory_gib = 0;    // per GPU, peak stage
-    double capacity_gib = 0;  // what may be used: the HBM less the headroom
-    double host_gib = 0;      // CPU offload: host memory per node needed
+    std::string knob;        // what was changed, in scenario keys ("parallel.recompute: full")
+    model::Plan plan;        // the plan tried
+    std::string problem;     // why the layout is not valid (check_layout); empty when valid
+    double memory_gib = 0;   // per GPU, peak stage
+    double capacity_gib = 0; // what may be used: the HBM less the headroom
+    double host_gib = 0;     // CPU offload: host memory per node needed
     double host_capacity_gib = 0;
     bool fits = false;
-    std::optional<RunEstimate> estimate;  // simulated when it fits
+    std::optional<RunEstimate> estimate; // simulated when it fits
 };
 
 struct FitAdvice {
-    model::Plan closest;          // the valid layout nearest to fitting (least memory over the HBM)
+    model::Plan closest; // the valid layout nearest to fitting (least memory over the HBM)
     double closest_memory_gib = 0;
-    double capacity_gib = 0;      // the HBM less the headroom
-    std::vector<KnobTry> knobs;   // each knob on `closest`
+    double capacity_gib = 0;    // the HBM less the headroom
+    std::vector<KnobTry> knobs; // each knob on `closest`
     // The fewest GPUs at which a GPU-only layout fits, with the layout needing the least memory
     // there (simulated); absent when none does up to 64x the request.
     std::optional<KnobTry> more_gpus;

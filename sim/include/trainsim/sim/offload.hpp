@@ -28,17 +28,17 @@ namespace trainsim::sim {
 inline constexpr double kCpuAdamBytesPerParam = 16.0 + 12.0 + 2.0;
 
 struct OffloadTime {
-    double shard_params = 0;        // S: parameters of this GPU's optimizer shard
-    double pcie_bytes = 0;          // per GPU per step, both directions
-    double grad_to_host_s = 0;      // 2 S / B
-    double grad_exposed_s = 0;      // beyond the backward pass
-    double cpu_adam_s = 0;          // the node's CPU Adam over all its GPUs' shards
-    double params_to_gpu_s = 0;     // updated 16-bit parameters back
-    double param_fetch_s = 0;       // params offload: per-layer fetches from the host
+    double shard_params = 0;    // S: parameters of this GPU's optimizer shard
+    double pcie_bytes = 0;      // per GPU per step, both directions
+    double grad_to_host_s = 0;  // 2 S / B
+    double grad_exposed_s = 0;  // beyond the backward pass
+    double cpu_adam_s = 0;      // the node's CPU Adam over all its GPUs' shards
+    double params_to_gpu_s = 0; // updated 16-bit parameters back
+    double param_fetch_s = 0;   // params offload: per-layer fetches from the host
     double param_fetch_exposed_s = 0;
     double gpu_optimizer_s = 0;     // the simulated GPU optimizer time, removed
     double added_s = 0;             // net change of the step time
-    double host_bytes_per_node = 0;  // optimizer state, FP32 gradients (and 16-bit parameters) of the node's GPUs
+    double host_bytes_per_node = 0; // optimizer state, FP32 gradients (and 16-bit parameters) of the node's GPUs
     double host_capacity = 0;       // bytes of host memory per node (cluster.host_memory or the profile's)
     bool host_fits = true;
 };

@@ -37,8 +37,8 @@ struct RunTime {
     double stretch = 1;              // 1 + slowdown + evaluation pauses + data-loader stalls
     double cluster_mtbf_s = 0;       // 1 / l_f: failures of GPUs and nodes
     double planned_interval_s = 0;   // 1 / l_pl; 0 without planned stops
-    double preemption_interval_s = 0;  // 1 / l_p; 0 when the capacity is not preempted (not spot)
-    double interruption_interval_s = 0;  // M = 1 / (l_f + l_p)
+    double preemption_interval_s = 0;   // 1 / l_p; 0 when the capacity is not preempted (not spot)
+    double interruption_interval_s = 0; // M = 1 / (l_f + l_p)
     double checkpoint_interval_s = 0;  // tau
     double restart_s = 0;            // R
     double preemption_wait_s = 0;    // W (spot only)
