@@ -54,9 +54,13 @@ TEST_CASE("every question scenario prints days, GPU-hours and cost in JSON", "[c
             const double days = p["tokens"].get<double>() / (tps * p["num_gpus"].get<double>()) / 86400.0;
             CHECK(p["days_to_train"].get<double>() == Approx(days).epsilon(1e-9));
             CHECK(p["gpu_hours"].get<double>() == Approx(days * 24.0 * p["num_gpus"].get<double>()).epsilon(1e-9));
-            CHECK(p["cost"].get<double>() ==
+            // cost as billed (issue #18): whole billing units; the pro-rated cost is GPU-h x price.
+            CHECK(p["cost_prorated"].get<double>() ==
                   Approx(p["gpu_hours"].get<double>() * p["price_per_gpu_hour"].get<double>()).epsilon(1e-9));
+            CHECK(p["cost"].get<double>() >= p["cost_prorated"].get<double>() * (1 - 1e-12));
             CHECK(p["cost"].get<double>() > 0);
+            CHECK(p["unused_fraction"].get<double>() ==
+                  Approx(1 - p["cost_prorated"].get<double>() / p["cost"].get<double>()).margin(1e-9));
             // Error bands (docs/trust.md): p10 / p90 beside each contract field, one time factor
             // for every time-like figure and its inverse for the throughput.
             REQUIRE(p.contains("band"));
@@ -66,11 +70,20 @@ TEST_CASE("every question scenario prints days, GPU-hours and cost in JSON", "[c
             const double f90 = p["days_to_train_p90"].get<double>() / p["days_to_train"].get<double>();
             CHECK(f10 < f90);
             CHECK(f10 > 0);
-            for (const char* k : {"step_time_s", "gpu_hours", "cost", "expected_days"}) {
+            for (const char* k : {"step_time_s", "gpu_hours", "expected_days"}) {
                 CAPTURE(k);
                 CHECK(p[std::string(k) + "_p10"].get<double>() == Approx(f10 * p[k].get<double>()).epsilon(1e-9));
                 CHECK(p[std::string(k) + "_p90"].get<double>() == Approx(f90 * p[k].get<double>()).epsilon(1e-9));
             }
+            // Money at the band's ends is billed too: the band's days at the price, rounded up to
+            // whole billing units (seconds on demand, whole terms for a commitment).
+            for (const auto& [k, f] : {std::pair{"cost_p10", f10}, std::pair{"cost_p90", f90}}) {
+                CAPTURE(k);
+                CHECK(p[k].get<double>() >= f * p["cost_prorated"].get<double>() * (1 - 1e-12));
+                if (p["billing"]["steady"]["commitment"] == "on_demand" && p["billing"]["increment"] == "second")
+                    CHECK(p[k].get<double>() == Approx(f * p["cost_prorated"].get<double>()).epsilon(1e-5));
+            }
+            CHECK(p["cost_p10"].get<double>() <= p["cost_p90"].get<double>());
             CHECK(p["tokens_per_s_per_gpu_p10"].get<double>() ==
                   Approx(p["tokens_per_s_per_gpu"].get<double>() / f90).epsilon(1e-9));
             CHECK(p["tokens_per_s_per_gpu_p90"].get<double>() ==

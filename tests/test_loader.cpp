@@ -259,10 +259,27 @@ TEST_CASE("run settings: defaults from the key table and per-plan overrides in t
     CHECK(b.gpu_mtbf_hours == 48.0);                         // from the top-level section
     CHECK(b.checkpoint_bandwidth_per_node.value() == 1e9);   // 8 Gbit/s
     CHECK(b.checkpoint_interval_s == 1800.0);
-    // Without a run section: the Llama 3 MTBF (16384 x 54 x 24 / 419 GPU-hours) and 10 min restarts.
+    // Without a run section: Llama 3's table split per GPU (16384 x 54 x 24 / 331 GPU-hours) and per
+    // node (2048 x 54 x 24 / 88 node-hours), 47 planned stops in 54 days, 17 min restarts, 1% slower.
     const Plan d = fx.load(kBase).plans[0];
-    CHECK(d.run.gpu_mtbf_hours == Approx(50677.0).epsilon(1e-4));
-    CHECK(d.run.restart_s == 600.0);
+    CHECK(d.run.gpu_mtbf_hours == Approx(64149.0).epsilon(1e-4));  // Llama 3 Table 5, GPU and software
+    CHECK(d.run.node_mtbf_hours == Approx(30161.0).epsilon(1e-4)); // ... host and network
+    CHECK(d.run.restart_s == 1020.0);                              // 17 min: Llama 3's effective training time
+    CHECK(d.run.planned_per_day == Approx(47.0 / 54.0));
+    CHECK(d.run.slowdown == Approx(0.01));
+    CHECK(d.run.eval_fraction == 0);
+    CHECK(d.run.data_stall_fraction == 0);
+    // The new terms in their units: a duration, a rate per day, fractions.
+    const Plan e = fx.load(kBase +
+                           "run:\n  node_mtbf: \"100 d\"\n  planned_interruptions: \"2/d\"\n  slowdown: 3%\n"
+                           "  eval_pauses: \"1%\"\n  data_stalls: 0.02\n")
+                       .plans[0];
+    CHECK(e.run.node_mtbf_hours == 2400.0);
+    CHECK(e.run.planned_per_day == Approx(2.0));
+    CHECK(e.run.slowdown == Approx(0.03));
+    CHECK(e.run.eval_fraction == Approx(0.01));
+    CHECK(e.run.data_stall_fraction == Approx(0.02));
+    CHECK_FALSE(fx.errors(kBase + "run:\n  planned_interruptions: 2\n").empty()); // a rate needs its span
 }
 
 TEST_CASE("wrong unit kind: a size where a bandwidth is needed", "[loader]") {
@@ -760,7 +777,7 @@ TEST_CASE("a preset scenario: defaults from the key table, dp auto derived", "[l
     CHECK(p.cluster.nic_rate.value() == 50e9);  // 400 Gbit/s
     CHECK(p.hardware.id == "gpu-fp8");
     CHECK(p.hardware.dense_peak.at(Precision::fp8).value() == Approx(1978.9e12));
-    CHECK(p.pricing.rate == 0.0);
+    CHECK_FALSE(p.pricing.rate.has_value()); // no price unless one is written
     CHECK(p.pricing.currency == "USD");
     CHECK(p.pricing.discounts.at(Commitment::annual) == 0.0);
 }

@@ -60,13 +60,47 @@ std::string to_string(InterFabric v) {
     }
     return "?";
 }
-std::string to_string(PriceBasis v) { return v == PriceBasis::gpu_hour ? "gpu_hour" : "machine_month"; }
+std::string to_string(Offload v) {
+    switch (v) {
+        case Offload::none:
+            return "none";
+        case Offload::optimizer:
+            return "optimizer";
+        case Offload::params:
+            return "params";
+    }
+    return "?";
+}
+std::string to_string(PriceBasis v) {
+    switch (v) {
+        case PriceBasis::gpu_hour:
+            return "gpu_hour";
+        case PriceBasis::machine_month:
+            return "machine_month";
+        case PriceBasis::machine_hour:
+            return "machine_hour";
+    }
+    return "?";
+}
 std::string to_string(Commitment v) {
     switch (v) {
     case Commitment::on_demand: return "on_demand";
     case Commitment::monthly: return "monthly";
     case Commitment::quarterly: return "quarterly";
     case Commitment::annual: return "annual";
+    case Commitment::spot:
+        return "spot";
+    }
+    return "?";
+}
+std::string to_string(BillingIncrement v) {
+    switch (v) {
+        case BillingIncrement::second:
+            return "second";
+        case BillingIncrement::minute:
+            return "minute";
+        case BillingIncrement::hour:
+            return "hour";
     }
     return "?";
 }

@@ -178,6 +178,26 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
         add("parallel.fp8_params", fmt::format("FP8 primary weights are modelled with none, dist_opt, zero1 or zero2 "
                                                "sharding, not '{}'",
                                                to_string(p.sharding)));
+    if (p.offload == Offload::optimizer && p.sharding == Sharding::none)
+        add("parallel.offload",
+            "optimizer offload runs on a sharded optimizer (ZeRO-Offload on zero1/2/3, "
+            "Megatron-Core's on dist_opt), not sharding: none");
+    if (p.offload == Offload::params && !gathers_per_layer(p))
+        add("parallel.offload",
+            fmt::format("parameter offload fetches each layer's weights as ZeRO-3 / FSDP gather them: sharding zero3, "
+                        "or fsdp / hsdp without pipelining, not {}{}",
+                        to_string(p.sharding), p.pp > 1 ? fmt::format(" with pp={}", p.pp) : std::string()));
+    if (p.offload != Offload::none &&
+        (plan.hardware.host_memory_bandwidth.value() <= 0 || plan.hardware.cpu_adam_efficiency <= 0))
+        add("parallel.offload",
+            fmt::format("CPU offload needs the node's host memory bandwidth and CPU Adam efficiency "
+                        "(profile node.host_memory_bandwidth, node.cpu_adam_efficiency); {} gives "
+                        "none",
+                        plan.hardware.id));
+    else if (p.offload != Offload::none && !plan.cluster.host_memory && plan.hardware.default_host_memory.value() <= 0)
+        add("parallel.offload", fmt::format("CPU offload needs the host memory per node: cluster.host_memory ({} gives "
+                                            "no node.host_memory)",
+                                            plan.hardware.id));
     if (p.fsdp_fetch == FsdpFetch::module && p.fsdp_gathers_per_layer != 1)
         add("parallel.fsdp_gathers_per_layer",
             fmt::format(

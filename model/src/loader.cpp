@@ -206,6 +206,28 @@ template <class T, class Get> Binding<T> duration_key(std::string_view path, dou
             }};
 }
 
+// A size with its unit ("2 TB", "1.5 TiB").
+template <class T, class Get>
+Binding<T> size_key(std::string_view path, Get get) {
+    return {path, "size", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
+                auto x = detail::read_with_unit(v, at, "a size (e.g. '2 TB', '512 GiB')", parse_bytes, out);
+                if (x && !in_range(*x, spec, parse_bytes, at, v, out)) x.reset();
+                if (x) get(t) = *x;
+                return x.has_value();
+            }};
+}
+
+// How often something happens ("0.002/h"), stored per hour.
+template <class T, class Get>
+Binding<T> rate_key(std::string_view path, Get get) {
+    return {path, "rate", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
+                auto x = detail::read_with_unit(v, at, "a rate (e.g. '0.002/h', '1/d')", parse_rate_per_second, out);
+                if (x && !in_range(*x, spec, parse_rate_per_second, at, v, out)) x.reset();
+                if (x) get(t) = *x * 3600.0;
+                return x.has_value();
+            }};
+}
+
 // A plain non-negative number (money: no unit to parse).
 template <class T, class Get> Binding<T> number_key(std::string_view path, Get get) {
     return {path, "number", [=](T& t, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
@@ -300,6 +322,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         enum_key<B, SelectiveRecompute>(
             "parallel.selective_recompute",
             [](B& b) -> SelectiveRecompute& { return b.plan.parallel.selective_recompute; }),
+        enum_key<B, Offload>("parallel.offload", [](B& b) -> Offload& { return b.plan.parallel.offload; }),
         enum_key<B, OptimizerState>("parallel.optimizer_state",
                                     [](B& b) -> OptimizerState& { return b.plan.parallel.optimizer_state; }),
         int_key<B>("parallel.fsdp_gathers_per_layer", 1,
@@ -348,17 +371,36 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
              return x.has_value();
          }},
         int_key<B>("cluster.nodes_per_leaf", 1, [](B& b) -> int& { return b.plan.cluster.nodes_per_leaf; }),
+        size_key<B>("cluster.host_memory", [](B& b) -> std::optional<Bytes>& { return b.plan.cluster.host_memory; }),
         enum_key<B, PriceBasis>("pricing.basis", [](B& b) -> PriceBasis& { return b.plan.pricing.basis; }),
-        number_key<B>("pricing.rate", [](B& b) -> double& { return b.plan.pricing.rate; }),
+        number_key<B>("pricing.rate", [](B& b) -> std::optional<double>& { return b.plan.pricing.rate; }),
         string_key<B>("pricing.currency", [](B& b) -> std::string& { return b.plan.pricing.currency; }),
+        enum_key<B, BillingIncrement>("pricing.increment",
+                                      [](B& b) -> BillingIncrement& { return b.plan.pricing.increment; }),
         enum_key<B, Commitment>("pricing.commitment", [](B& b) -> Commitment& { return b.plan.pricing.commitment; }),
         fraction_key<B>("pricing.discounts.monthly", discount(Commitment::monthly)),
         fraction_key<B>("pricing.discounts.quarterly", discount(Commitment::quarterly)),
         fraction_key<B>("pricing.discounts.annual", discount(Commitment::annual)),
+        number_key<B>("pricing.spot.rate", [](B& b) -> std::optional<double>& { return b.plan.pricing.spot.rate; }),
+        rate_key<B>("pricing.spot.preemption_rate",
+                    [](B& b) -> double& { return b.plan.pricing.spot.preemptions_per_node_hour; }),
+        duration_key<B>("pricing.spot.restart_wait", 1.0, false,
+                        [](B& b) -> double& { return b.plan.pricing.spot.restart_wait_s; }),
         bandwidth_key<B>("run.checkpoint_bandwidth",
                          [](B& b) -> Bandwidth& { return b.plan.run.checkpoint_bandwidth_per_node; }),
         duration_key<B>("run.gpu_mtbf", 3600.0, true, [](B& b) -> double& { return b.plan.run.gpu_mtbf_hours; }),
+        duration_key<B>("run.node_mtbf", 3600.0, true, [](B& b) -> double& { return b.plan.run.node_mtbf_hours; }),
+        {"run.planned_interruptions", "rate",
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec& spec, Diags& out) {
+             auto x = detail::read_with_unit(v, at, "a rate (e.g. '0.87/d')", parse_rate_per_second, out);
+             if (x && !in_range(*x, spec, parse_rate_per_second, at, v, out)) x.reset();
+             if (x) b.plan.run.planned_per_day = *x * 86400.0;
+             return x.has_value();
+         }},
         duration_key<B>("run.restart", 1.0, false, [](B& b) -> double& { return b.plan.run.restart_s; }),
+        fraction_key<B>("run.slowdown", [](B& b) -> double& { return b.plan.run.slowdown; }),
+        fraction_key<B>("run.eval_pauses", [](B& b) -> double& { return b.plan.run.eval_fraction; }),
+        fraction_key<B>("run.data_stalls", [](B& b) -> double& { return b.plan.run.data_stall_fraction; }),
         duration_key<B>("run.checkpoint_interval", 1.0, true,
                         [](B& b) -> std::optional<double>& { return b.plan.run.checkpoint_interval_s; }),
     };
@@ -808,6 +850,7 @@ public:
     std::optional<Plan> build() {
         const auto before = ctx_.out.size();
         read_keys();
+        check_pricing();
         auto model = read_model();
         auto hardware = read_hardware();
         resolve_dp();
@@ -844,6 +887,23 @@ private:
     }
 
     std::string in_plan() const { return in_list_ ? fmt::format("in plan '{}': ", b_.plan.name) : std::string(); }
+
+    // What the pricing keys mean together: spot needs its rate, a spot rate its preemption rate,
+    // and spot capacity is billed by the hour.
+    void check_pricing() {
+        const auto& pr = b_.plan.pricing;
+        const bool spot_rate = lookup("pricing.spot.rate") != nullptr;
+        if (pr.commitment == Commitment::spot && !spot_rate && !bad_.contains("pricing.commitment") &&
+            !bad_.contains("pricing.spot.rate"))
+            plan_problem(site_for("pricing.commitment"), "commitment spot needs pricing.spot.rate (the spot price)");
+        if (spot_rate && lookup("pricing.spot.preemption_rate") == nullptr)
+            plan_problem(site_for("pricing.spot.rate"),
+                         "a spot rate needs pricing.spot.preemption_rate (how often a node is taken back, e.g. "
+                         "'0.002/h'): the run model charges the work each preemption loses");
+        if (spot_rate && pr.basis == PriceBasis::machine_month && !bad_.contains("pricing.basis"))
+            plan_problem(site_for("pricing.spot.rate"),
+                         "spot capacity is billed by the hour: write pricing.basis gpu_hour or machine_hour");
+    }
 
     void read_keys() {
         for (const auto& spec : scenario_keys()) {

@@ -163,6 +163,17 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
         mb.optimizer = Bytes(optimizer * local / shard);
         break;
     }
+    if (p.offload != Offload::none) {
+        // The optimizer state (and FP32 gradients) live in host memory; with parameter offload the
+        // GPU keeps only the gathered working copies of the layers in use and their gradients.
+        mb.optimizer = Bytes(0);
+        if (p.offload == Offload::params && gathers_per_layer(p)) {
+            mb.weights = mb.weights - Bytes(2.0 * local / shard);
+            mb.gradients = mb.gradients - Bytes(2.0 * local / shard);
+        }
+        const double per_param = optimizer_bytes_per_param(p) + 4.0 + (p.offload == Offload::params ? 2.0 : 0.0);
+        mb.host = Bytes(per_param * local / optimizer_shard_degree(plan) * plan.cluster.gpus_per_node);
+    }
     if (plan.precision == Precision::fp8) {
         // TE keeps an FP8 copy of every GEMM weight and its transpose (1 B each); with FP8
         // primary weights the copy is the weight itself (counted above) and only the transpose
@@ -246,6 +257,31 @@ int fewest_recompute_layers(const Plan& plan, std::optional<Bytes> capacity) {
             lo = mid + 1;
     }
     return lo == per_chunk ? 0 : lo;
+}
+
+double optimizer_shard_degree(const Plan& plan) {
+    const auto& p = plan.parallel;
+    const int dp_group = p.dp * p.cp;
+    const int gpn_tp = std::max(1, plan.cluster.gpus_per_node / p.tp);
+    if (p.sharding == Sharding::none) return 1.0;
+    return p.sharding == Sharding::hsdp ? std::min(dp_group, gpn_tp) : dp_group;
+}
+
+Bytes host_memory_per_node(const Plan& plan) {
+    return plan.cluster.host_memory.value_or(plan.hardware.default_host_memory);
+}
+
+Bytes host_offload_bytes_per_node(const Plan& plan) {
+    if (plan.parallel.offload == Offload::none) return Bytes(0);
+    Bytes most(0);
+    for (int s = 0; s < plan.parallel.pp; ++s)
+        if (const Bytes h = stage_memory(plan, s).host; h > most) most = h;
+    return most;
+}
+
+bool fits_in_memory(const Plan& plan, const MemoryBreakdown& peak, std::optional<Bytes> capacity) {
+    if (peak.total() > capacity.value_or(plan.hardware.hbm_capacity)) return false;
+    return plan.parallel.offload == Offload::none || host_offload_bytes_per_node(plan) <= host_memory_per_node(plan);
 }
 
 MemoryBreakdown peak_memory(const Plan& plan) {

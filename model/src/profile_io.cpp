@@ -76,7 +76,7 @@ constexpr Bounds kCollectiveBytesBounds{1, 1.0 * kTiB, "nccl-tests buffers are b
 constexpr Bounds kFlopRateBounds{1e9, 1e17, "one GPU's dense peak is 10-5000 TFLOP/s"};
 
 // In file order.
-const std::array<Entry, 34> kEntries{{
+const std::array<Entry, 37> kEntries{{
     {.path = "compute.sm_count", .kind = Kind::integer, .required = true, .int_member = &HP::sm_count},
     {.path = "compute.dense_peak", .kind = Kind::peaks, .required = true},
     {.path = "compute.unsupported", .kind = Kind::reasons, .required = false},
@@ -172,6 +172,15 @@ const std::array<Entry, 34> kEntries{{
     {.path = "node.gpus_per_node", .kind = Kind::integer, .required = true, .int_member = &HP::default_gpus_per_node},
     {.path = "node.nics_per_node", .kind = Kind::integer, .required = false, .int_member = &HP::default_nics_per_node},
     {.path = "node.nic_rate", .kind = Kind::bandwidth, .required = false, .bandwidth_member = &HP::default_nic_rate},
+    {.path = "node.host_memory", .kind = Kind::bytes, .required = false, .bytes_member = &HP::default_host_memory},
+    {.path = "node.host_memory_bandwidth",
+     .kind = Kind::bandwidth,
+     .required = false,
+     .bandwidth_member = &HP::host_memory_bandwidth},
+    {.path = "node.cpu_adam_efficiency",
+     .kind = Kind::fraction,
+     .required = false,
+     .double_member = &HP::cpu_adam_efficiency},
 }};
 
 const std::vector<std::string>& precision_names() {

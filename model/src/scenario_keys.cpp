@@ -9,7 +9,7 @@
 //   - empty: no default (the key is required, or it is optional and simply absent).
 // Types: section (a map of keys), list, string, path, int, int|auto, bool, count (SI suffix
 // allowed), fraction ("15%" or 0.15), number (plain), bandwidth (with unit), duration (a wall-clock
-// span with unit: s, min, h, d), enum, model.
+// span with unit: s, min, h, d), size (bytes with unit), rate (events per wall-clock span: '0.002/h'), enum, model.
 #include "trainsim/model/framework_profile.hpp"
 #include "trainsim/model/loader.hpp"
 
@@ -158,6 +158,11 @@ std::vector<KeySpec> make_table() {
         one_of("parallel.optimizer_state", spellings<OptimizerState>(2), "fp32",
                "Adam state datatype: fp32 (master weights and moments, 12 B per parameter) or bf16 (6 B: Apex "
                "DistributedFusedAdam dtype=bf16, Megatron-Core precision-aware optimizer)"),
+        one_of("parallel.offload", spellings<Offload>(3), "none",
+               "CPU offload: none; optimizer (FP32 master weights, Adam moments and FP32 gradients in host memory, "
+               "updated by CPU Adam: ZeRO-Offload, Megatron-Core optimizer CPU offload; needs a sharded optimizer); "
+               "params (also the 16-bit parameters, fetched per layer: ZeRO-Infinity, FSDP cpu_offload; needs zero3 "
+               "or fsdp without pipelining)"),
         one_of("parallel.selective_recompute", spellings<SelectiveRecompute>(2), "attention",
                "What recompute: selective rebuilds: attention (the attention core, Megatron) or alternate_matmuls "
                "(every op but the attention kernel and every other matmul, torchtitan's op-level selective "
@@ -211,36 +216,75 @@ std::vector<KeySpec> make_table() {
             "Network interfaces per node (0 for a single node)"),
         key("cluster.nic_rate", "bandwidth", "bit/s or B/s", "(profile node.nic_rate)",
             "Line rate per NIC, per direction"),
+        key("cluster.host_memory", "size", "B, GB or GiB", "(profile node.host_memory)",
+            "Host memory of one node, which CPU offload fills (e.g. '2 TB')"),
         key("cluster.oversubscription", "number", "ratio", "1",
             "Fat-tree leaf down:up bandwidth ratio (1 = non-blocking; 4 = cross-leaf traffic gets a quarter)"),
         key("cluster.nodes_per_leaf", "int", "nodes", "32",
             "Nodes per leaf switch and rail (scalable unit; DGX SuperPOD reference architecture: 32)"),
         // --- pricing ---
-        key("pricing", "section", "", "", "What the GPUs cost"),
-        one_of("pricing.basis", spellings<PriceBasis>(2), "gpu_hour",
-               "What `rate` is charged for (machine_month: one machine of cluster.gpus_per_node GPUs)"),
-        key("pricing.rate", "number", "currency", "0",
-            "List price per GPU-hour or per machine-month, a plain number (0: cost reported as 0)"),
+        key("pricing", "section", "", "",
+            "What the GPUs cost and how they are billed (sim/billing.hpp): the run pays whole billing units"),
+        one_of("pricing.basis", spellings<PriceBasis>(3), "gpu_hour",
+               "What `rate` is charged for: gpu_hour, machine_hour (one machine of cluster.gpus_per_node GPUs) or "
+               "machine_month (such a machine for whole months of 730 h)"),
+        key("pricing.rate", "number", "currency", "",
+            "List price per GPU-hour, machine-hour or machine-month, a plain number; absent: no price (every money "
+            "figure is null in JSON and 'no price' in text, and plan refuses --budget and cost rankings)"),
         key("pricing.currency", "string", "", "USD", "Currency of `rate`"),
-        one_of("pricing.commitment", spellings<Commitment>(4), "on_demand", "Commitment the discount applies to"),
+        one_of("pricing.increment", spellings<BillingIncrement>(3), "second",
+               "Billing increment of an hourly basis: a run pays whole increments (AWS EC2, Google Cloud and Azure "
+               "bill Linux VMs per second; some GPU clouds bill per minute or per started hour)"),
+        one_of("pricing.commitment", spellings<Commitment>(5), "on_demand",
+               "How the capacity is paid for: on_demand; monthly, quarterly or annual (a term of 1, 3 or 12 months "
+               "of 730 h, paid in full for every term begun, at its discount below); spot (pricing.spot.rate, with "
+               "preemptions)"),
         key("pricing.discounts", "section", "", "", "Fraction off the list rate per commitment"),
         key("pricing.discounts.monthly", "fraction", "", "0%", "Discount for a monthly commitment"),
         key("pricing.discounts.quarterly", "fraction", "", "0%", "Discount for a quarterly commitment"),
         key("pricing.discounts.annual", "fraction", "", "0%", "Discount for an annual commitment"),
+        key("pricing.spot", "section", "", "",
+            "Spot / preemptible capacity: its price, how often a node is taken back, and the wait for capacity"),
+        key("pricing.spot.rate", "number", "currency", "",
+            "Spot price per GPU-hour or machine-hour (an hourly basis); absent: no spot offer"),
+        key("pricing.spot.preemption_rate", "rate", "per node-hour", "",
+            "How often one node is taken back, e.g. '0.002/h' (one node stops the whole job); required with "
+            "pricing.spot.rate: there is no universal figure (AWS's Spot Instance Advisor publishes, per instance "
+            "type and region, the share of instances interrupted per month in buckets from <5% to >20%)"),
+        key("pricing.spot.restart_wait", "duration", "s, min, h or d", "0 s",
+            "Waiting for replacement capacity after a preemption, before the restart (run.restart) begins"),
         // --- run (sim/run_model.hpp: expected days with checkpoints, failures and restarts) ---
         key("run", "section", "", "",
-            "The whole run around the steps: checkpoint writes, failures and restarts (expected days, next to "
-            "the steady-state days)"),
+            "The whole run around the steps: slowdowns, checkpoint writes, failures, planned stops and restarts "
+            "(expected days, next to the steady-state days; docs/model.md \"Whole run\")"),
         key("run.checkpoint_bandwidth", "bandwidth", "B/s or bit/s", "5 GB/s",
             "Sustained checkpoint write bandwidth of one node to shared storage; nodes write in parallel (5 GB/s: "
             "an assumption, typical of one node's client throughput to a parallel file system)"),
-        key("run.gpu_mtbf", "duration", "s, min, h or d", "(Llama 3: 50677 h)",
-            "Mean time between failures of one GPU (the cluster's is this / GPUs). Default from Llama 3 (Dubey et "
-            "al. 2024, arXiv 2407.21783, Sec. 3.3.4): 419 unexpected interruptions in 54 days on 16,384 H100s, "
-            "16384 x 54 x 24 / 419 = 50,677 GPU-hours"),
-        key("run.restart", "duration", "s, min, h or d", "10 min",
-            "Time from a failure to training again: detect, reschedule, reload the checkpoint, warm up (10 min: an "
-            "assumption; Llama 3 reports most interruptions were handled automatically)"),
+        key("run.gpu_mtbf", "duration", "s, min, h or d", "(Llama 3: 64149 h)",
+            "Mean time between interruptions blamed on one GPU (the job's: this / GPUs). Default from Llama 3 (Dubey "
+            "et al. 2024, arXiv 2407.21783, Table 5): of 419 unexpected interruptions in 54 days on 16,384 H100s, "
+            "268 GPU (faulty GPU, HBM3, SRAM, system processor, silent data corruption, thermal) and 63 software or "
+            "unknown: 16384 x 54 x 24 / 331 = 64,149 GPU-hours"),
+        key("run.node_mtbf", "duration", "s, min, h or d", "(Llama 3: 30161 h)",
+            "Mean time between interruptions blamed on one node: host, NICs, its switch and cables (the job's: this "
+            "/ nodes). Default from Llama 3 Table 5: 88 of the 419 (network switch/cable 35, unplanned host "
+            "maintenance 32, NIC 7, SSD, power supply, chassis, IO board, CPU, memory 14) on 2,048 nodes: "
+            "2048 x 54 x 24 / 88 = 30,161 node-hours"),
+        key("run.planned_interruptions", "rate", "per day", "(Llama 3: 47 in 54 d)",
+            "Planned stops of the job (firmware upgrades, configuration or dataset changes), each costing a "
+            "restart but no lost work. Default from Llama 3 (Sec. 3.3.4): 47 planned interruptions in 54 days"),
+        key("run.restart", "duration", "s, min, h or d", "17 min",
+            "Time from an interruption to training again: detect, reschedule, reload the checkpoint, warm up. "
+            "Default from Llama 3's effective training time: 466 interruptions in 54 days with more than 90% "
+            "effective training time make this run model give 90% at R = 1,012 s (an upper bound; 17 min)"),
+        key("run.slowdown", "fraction", "", "1%",
+            "Steady time added by slow or degraded nodes and the time of day. Default from Llama 3 (Sec. 3.3.4): "
+            "a diurnal 1-2% throughput variation from temperature, taken as a 1% average loss"),
+        key("run.eval_pauses", "fraction", "", "0%",
+            "Steady time added by evaluation pauses (in-training evaluations); 0: none published that holds "
+            "across runs, write your own cadence's share"),
+        key("run.data_stalls", "fraction", "", "0%",
+            "Steady time added by data-loader stalls; 0: none published that holds across runs"),
         key("run.checkpoint_interval", "duration", "s, min, h or d", "",
             "Fixed time between checkpoints; absent: the Young/Daly optimum sqrt(2 x write time x cluster MTBF)"),
         // --- plans ---
@@ -286,10 +330,16 @@ constexpr Range kRanges[] = {
     {"cluster.nics_per_node", "0", "64", "servers carry up to 8-16 NICs"},
     {"cluster.nic_rate", "1 Gbit/s", "10 Tbit/s", "NICs on sale run at 1-800 Gbit/s (1.6 Tbit/s announced)"},
     {"cluster.oversubscription", "1", "64", "fat trees are built at 1:1 to ~8:1"},
+    {"cluster.host_memory", "1 GiB", "1024 TiB", "servers carry 0.1-4 TB of memory"},
     {"cluster.nodes_per_leaf", "1", "65536", "at most the nodes"},
     {"pricing.rate", "0", "1000000000", "a GPU-hour or machine-month costs 0.1-1e6 in any currency"},
+    {"pricing.spot.rate", "0", "1000000000", "a GPU-hour or machine-hour costs 0.1-1e5 in any currency"},
+    {"pricing.spot.preemption_rate", "0/h", "1/min", "spot nodes are taken back every few hours to months"},
+    {"pricing.spot.restart_wait", "0 s", "30 d", "capacity returns in minutes to days"},
     {"run.checkpoint_bandwidth", "1 MB/s", "10 TB/s", "a node writes to storage at ~0.1-100 GB/s"},
-    {"run.gpu_mtbf", "1 min", "1000000 h", "published GPU MTBFs are 10^4-10^5 h (Llama 3: 50677 h)"},
+    {"run.gpu_mtbf", "1 min", "1000000 h", "published GPU MTBFs are 10^4-10^5 h (Llama 3: 64149 h)"},
+    {"run.node_mtbf", "1 min", "1000000 h", "published node MTBFs are 10^3-10^5 h (Llama 3: 30161 h)"},
+    {"run.planned_interruptions", "0/d", "100/d", "planned stops come every few hours to months"},
     {"run.restart", "0 s", "30 d", "restarts take minutes to hours"},
     {"run.checkpoint_interval", "1 s", "365 d", "checkpoints are written every minutes to hours"},
 };

@@ -114,6 +114,16 @@ double parse_wall_seconds(std::string_view text) {
     return with_unit(text, "a duration", kWallUnits);
 }
 
+double parse_rate_per_second(std::string_view text) {
+    static constexpr std::array<Unit, 4> kPerUnits{
+        {{"/s", 1}, {"/min", 1.0 / 60}, {"/h", 1.0 / 3600}, {"/d", 1.0 / 86400}}};
+    // "0.002 / h" reads as "0.002 /h".
+    std::string compact(text);
+    if (const auto slash = compact.find('/'); slash != std::string::npos)
+        while (slash + 1 < compact.size() && compact[slash + 1] == ' ') compact.erase(slash + 1, 1);
+    return with_unit(compact, "a rate", kPerUnits);
+}
+
 double parse_count(std::string_view text) {
     auto [v, suffix] = split_number(text, "a count");
     static constexpr std::array<Unit, 6> kSuffixes{

@@ -191,6 +191,10 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         r.measured_tokens_per_s_per_gpu = num("tokens_per_s_per_gpu", true).value_or(0);
         const auto fw = framework_profile(r.framework);
         r.choices.push_back("framework: " + fw.why);
+        // A misspelt family ("megatorn-lm") is worth a word: it is modelled as a generic stack.
+        if (!known_framework(r.framework))
+            if (auto hint = detail::did_you_mean(canonical_name(r.framework), framework_families()); !hint.empty())
+                r.choices.push_back(fmt::format("framework '{}' is not a known family{}", r.framework, hint));
 
         Plan& p = r.plan;
         p.name = "row " + r.id;

@@ -1,9 +1,12 @@
 #include "trainsim/sim/cli.hpp"
 
+#include "trainsim/model/layout.hpp"
 #include "trainsim/model/loader.hpp"
+#include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/validation_set.hpp"
 #include "trainsim/model/workload.hpp"
 #include "trainsim/sim/estimate.hpp"
+#include "trainsim/sim/fit_advice.hpp"
 #include "trainsim/sim/html_report.hpp"
 #include "trainsim/sim/network.hpp"
 #include "trainsim/sim/output_file.hpp"
@@ -78,9 +81,16 @@ struct Common {
     std::string data_dir;
     std::string profile;
     bool json = false;
+    bool csv = false;
     bool all_ranks = false;
     std::string trace;  // simulate --trace
 };
+
+// simulate / compare / report: the plans as CSV too.
+void add_csv(CLI::App* cmd, Common& c) {
+    cmd->add_flag("--csv", c.csv, "print the plans as CSV (one row per plan, the JSON fields as columns)")
+        ->excludes("--json");
+}
 
 void add_common(CLI::App* cmd, Common& c) {
     cmd->add_option("FILE", c.file, "scenario YAML file")->required();
@@ -129,12 +139,27 @@ void print_results(const Common& c, const model::Scenario& scenario, const std::
                    bool side_by_side) {
     if (c.trace == "-") return; // stdout carries the trace
     if (c.json) {
-        std::cout << results_json(results).dump(2) << "\n";
+        std::cout << results_json(results).dump(2) << "\n"; // with the same advice
         return;
     }
+    if (c.csv) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& r : results) arr.push_back(plan_json(*r.plan, r.estimate));
+        std::cout << plans_csv(arr);
+        return;
+    }
+    // A plan that does not fit: what would make it (memory figures only; plan simulates them).
+    std::vector<std::optional<FitAdvice>> advice(results.size());
+    for (std::size_t i = 0; i < results.size(); ++i)
+        if (!results[i].estimate.fits && model::check_layout(*results[i].plan).empty())
+            advice[i] = fit_advice({*results[i].plan}, kMemoryHeadroomFraction, false);
     if (!scenario.title.empty()) std::cout << scenario.title << "\n\n";
     if (side_by_side && results.size() > 1) std::cout << format_comparison(results) << "\n";
-    for (const auto& r : results) std::cout << format_plan(*r.plan, r.estimate) << "\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        std::cout << format_plan(*results[i].plan, results[i].estimate);
+        if (advice[i]) std::cout << format_fit_advice(*advice[i]);
+        std::cout << "\n";
+    }
 }
 
 // --trace out.json: one plan writes out.json; several write out.1.json, out.2.json ... in the
@@ -352,8 +377,12 @@ int run_collective(const CollectiveArgs& a) {
     std::optional<model::CollectiveOp> op;
     for (int i = 0; i < 5; ++i)
         if (model::to_string(static_cast<model::CollectiveOp>(i)) == a.op) op = static_cast<model::CollectiveOp>(i);
-    if (!op) problem("--op", fmt::format("unknown collective '{}' (all_reduce, all_gather, reduce_scatter, "
-                                         "all_to_all, send_recv)", a.op));
+    if (!op)
+        problem("--op", fmt::format("unknown collective '{}'{} (all_reduce, all_gather, reduce_scatter, all_to_all, "
+                                    "send_recv)",
+                                    a.op,
+                                    model::did_you_mean(a.op, {"all_reduce", "all_gather", "reduce_scatter",
+                                                               "all_to_all", "send_recv"})));
     Bytes bytes;
     // The largest buffer one GPU can hold is its memory (at most 288 GB today): 1 TiB bounds it.
     constexpr double kMaxCollectiveBytes = model::kTiB;
@@ -388,11 +417,16 @@ int run_collective(const CollectiveArgs& a) {
     if (a.intra == "nvswitch") cluster.intra = model::IntraFabric::nvswitch;
     else if (a.intra == "nvlink-bridge" || a.intra == "nvlink_bridge") cluster.intra = model::IntraFabric::nvlink_bridge;
     else if (a.intra == "pcie") cluster.intra = model::IntraFabric::pcie;
-    else problem("--intra", fmt::format("unknown fabric '{}' (nvswitch, nvlink-bridge, pcie)", a.intra));
+    else
+        problem("--intra", fmt::format("unknown fabric '{}'{} (nvswitch, nvlink-bridge, pcie)", a.intra,
+                                       model::did_you_mean(a.intra, {"nvswitch", "nvlink-bridge", "pcie"})));
     std::optional<Algorithm> algo;
     if (!a.algo.empty()) {
         algo = parse_algorithm(a.algo);
-        if (!algo) problem("--algo", fmt::format("unknown algorithm '{}' (ring, tree, nvls, nvls_tree, direct)", a.algo));
+        if (!algo)
+            problem("--algo",
+                    fmt::format("unknown algorithm '{}'{} (ring, tree, nvls, nvls_tree, direct)", a.algo,
+                                model::did_you_mean(a.algo, {"ring", "tree", "nvls", "nvls_tree", "direct"})));
     }
     if (a.gpus < 2) problem("--gpus", fmt::format("a collective needs at least 2 GPUs, got {}", a.gpus));
     if (cluster.gpus_per_node < 1) problem("--gpus-per-node", "must be at least 1");
@@ -460,7 +494,7 @@ struct PlanArgs {
     int seq_len = 4096;
     int global_batch = 1024;
     std::string precision = "bf16";
-    double price = 0;
+    std::optional<double> price; // absent: the scenario's price, or none
     std::string currency = "USD";
     long long top = 10;  // signed: "--top -1" must be an error, not 2^64 - 1
     std::string rank;  // days | cost; empty: cost with a deadline, else days
@@ -474,6 +508,7 @@ struct PlanArgs {
     bool csv = false;
     bool frontier_csv = false; // with --csv: one row per GPU count (its best plan) instead
     bool quiet = false;
+    bool no_offload = false;
     std::string days = "steady";  // steady | expected: the days (and cost) ranked and filtered
     // Override the scenario's run.* settings (the key table's defaults without a scenario).
     std::optional<std::string> checkpoint_bandwidth;
@@ -498,6 +533,9 @@ model::Plan plan_base(const PlanArgs& a) {
     if (!a.file.empty()) {
         if (!a.model.empty() || !a.gpu.empty() || !a.tokens.empty())
             plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
+        if (a.price)
+            plan_arg_error("--price",
+                           "belongs to the flag form; with a scenario FILE the price is its pricing section");
         auto sc = model::load_scenario(a.file, opts);
         for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
         if (!a.profile.empty()) note_profile_override(a.profile, sc.plans.size());
@@ -515,42 +553,10 @@ model::Plan plan_base(const PlanArgs& a) {
         "model: {}\ntraining: {{tokens: \"{}\", seq_len: {}, global_batch: {}, micro_batch: 1}}\n"
         "parallel: {{tp: 1, pp: 1, dp: auto}}\nprecision: {}\n"
         "cluster: {{gpu: \"{}\", nodes: 1, gpus_per_node: {}}}\n"
-        "pricing: {{basis: gpu_hour, rate: {}, currency: \"{}\"}}\nplans:\n  - name: search\n",
-        a.model, a.tokens, a.seq_len, a.global_batch, a.precision, a.gpu, hw.default_gpus_per_node, a.price,
-        a.currency);
+        "pricing: {{basis: gpu_hour{}, currency: \"{}\"}}\nplans:\n  - name: search\n",
+        a.model, a.tokens, a.seq_len, a.global_batch, a.precision, a.gpu, hw.default_gpus_per_node,
+        a.price ? fmt::format(", rate: {}", *a.price) : std::string(), a.currency);
     return model::load_scenario_text(yaml, "trainsim plan flags", opts).plans.front();
-}
-
-void flatten(const nlohmann::json& j, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
-    for (auto it = j.begin(); it != j.end(); ++it) {
-        const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
-        if (it->is_object()) flatten(*it, key, out);
-        else if (it->is_string()) out.emplace_back(key, it->get<std::string>());
-        else if (it->is_null()) out.emplace_back(key, "");
-        else out.emplace_back(key, it->dump());
-    }
-}
-
-// plan --csv: what a reader looks at first leads (rank, name, GPUs and layout, then README's
-// contract figures); the other columns follow in their JSON (alphabetical) order.
-void order_csv_columns(std::vector<std::pair<std::string, std::string>>& cells) {
-    static const std::vector<std::string> kLead{
-        "rank", "recommended", "tied_with_best", "name", "num_gpus", "tp", "pp", "vp", "cp", "dp",
-        "sequence_parallel", "sharding", "recompute", "micro_batch", "grad_accum", "fits", "memory_per_gpu_gib",
-        "days_to_train", "days_to_train_p10", "days_to_train_p90", "expected_days", "gpu_hours", "cost",
-        "cost_p10", "cost_p90", "expected_cost", "currency", "tokens_per_s_per_gpu", "mfu", "step_time_s"};
-    auto lead = [&](const std::string& k) {
-        const auto it = std::find(kLead.begin(), kLead.end(), k);
-        return it == kLead.end() ? kLead.size() : static_cast<std::size_t>(it - kLead.begin());
-    };
-    std::stable_sort(cells.begin(), cells.end(), [&](const auto& a, const auto& b) { return lead(a.first) < lead(b.first); });
-}
-
-std::string csv_cell(const std::string& v) {
-    if (v.find_first_of(",\"\n") == std::string::npos) return v;
-    std::string s = "\"";
-    for (char ch : v) s += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    return s + "\"";
 }
 
 // plan with several GPU counts: each count's best plan and whether it is on the days-vs-cost
@@ -618,12 +624,29 @@ int run_plan_search(const PlanArgs& a) {
     else if (a.rank == "cost" || a.rank == "cost-p90")
         o.rank = RankBy::cost;
     else
-        plan_arg_error("--rank", fmt::format("unknown ranking '{}' (days, cost, p90, days-p90, cost-p90)", a.rank));
+        plan_arg_error("--rank",
+                       fmt::format("unknown ranking '{}'{} (days, cost, p90, days-p90, cost-p90)", a.rank,
+                                   model::did_you_mean(a.rank, {"days", "cost", "p90", "days-p90", "cost-p90"})));
     if (a.deadline_days && !(*a.deadline_days > 0)) plan_arg_error("--deadline-days", "must be positive");
     if (a.budget && !(*a.budget > 0)) plan_arg_error("--budget", "must be positive");
+    // Money without a price is unknown, not 0: a budget would let every plan pass and a cost
+    // ranking would rank zeros (and, with nothing to prune against, simulate every plan).
+    if (!has_price(base.pricing)) {
+        const std::string how = a.file.empty() ? "--price (per GPU-hour)" : fmt::format("pricing.rate in {}", a.file);
+        if (a.budget) plan_arg_error("--budget", fmt::format("needs a price: give {}", how));
+        if (o.rank == RankBy::cost)
+            plan_arg_error(a.rank == "cost" || a.rank == "cost-p90" ? "--rank" : "--deadline-days",
+                           a.rank == "cost" || a.rank == "cost-p90"
+                               ? fmt::format("ranking by cost needs a price: give {}", how)
+                               : fmt::format("ranks the plans that meet it by cost, which needs a price: give {} "
+                                             "or --rank days",
+                                             how));
+    }
     if (a.days == "steady") o.basis = DaysBasis::steady;
     else if (a.days == "expected") o.basis = DaysBasis::expected;
-    else plan_arg_error("--days", fmt::format("unknown days '{}' (steady, expected)", a.days));
+    else
+        plan_arg_error("--days", fmt::format("unknown days '{}'{} (steady, expected)", a.days,
+                                             model::did_you_mean(a.days, {"steady", "expected"})));
     auto& run = base.run;  // every searched plan copies the base plan's run settings
     // The run options stand for scenario keys and get their checks (unit, finite, physical range).
     auto check_as_key = [](const std::string& option, const std::string& key, const std::string& value) {
@@ -659,6 +682,66 @@ int run_plan_search(const PlanArgs& a) {
                                    base.model.heads, base.model.layers, base.training.global_batch,
                                    base.hardware.default_gpus_per_node));
     const auto em = load_error_model(data_dir(a.data_dir));
+    // Where no GPU-only layout of a GPU count fits, CPU offload may (docs/plan-search.md "When
+    // nothing fits"): those counts are searched again with the optimizer, or the parameters too,
+    // in host memory. Its best plan is shown beside the best GPU-only one, and when no GPU-only plan
+    // fits at all, it is the answer, with what the fewest GPUs that fit without offload would give.
+    const auto counts = a.gpus.empty() ? std::vector<int>{base.num_gpus()} : a.gpus;
+    std::vector<int> no_fit_counts;
+    for (int g : counts) {
+        SearchSpace one = o.space;
+        one.gpu_counts = {g};
+        bool fits = false;
+        for (const auto& p : enumerate_layouts(base, one))
+            if (model::check_layout(p).empty() &&
+                model::fits_in_memory(p, model::peak_memory(p), p.hardware.hbm_capacity * (1.0 - o.memory_headroom))) {
+                fits = true;
+                break;
+            }
+        if (!fits) no_fit_counts.push_back(g);
+    }
+    std::optional<SearchResult> offload_res;
+    if (!a.no_offload && !no_fit_counts.empty() && base.hardware.host_memory_bandwidth.value() > 0 &&
+        base.hardware.cpu_adam_efficiency > 0) {
+        SearchOptions oo = o;
+        oo.progress = nullptr;
+        oo.space.gpu_counts = no_fit_counts;
+        oo.space.offloads = {model::Offload::optimizer, model::Offload::params};
+        oo.space.shardings = {model::Sharding::zero1, model::Sharding::zero2, model::Sharding::zero3,
+                              model::Sharding::fsdp, model::Sharding::dist_opt};
+        oo.top = std::min<std::size_t>(o.top, 5);
+        offload_res = search_plans(base, oo);
+        (void)fold_equivalent_plans(offload_res->plans);
+        for (auto& r : offload_res->plans) attach_band(r.estimate, r.plan, em);
+        if (offload_res->plans.empty()) offload_res.reset();
+    }
+    // No plan at all: how close the nearest layout comes and what makes one fit.
+    std::optional<FitAdvice> advice;
+    if (res.plans.empty() && !offload_res && res.stats.does_not_fit > 0) {
+        SearchSpace all_counts = o.space;
+        all_counts.gpu_counts = counts;
+        advice = fit_advice(enumerate_layouts(base, all_counts), o.memory_headroom);
+    }
+    // The offload plan is the answer: what the fewest GPUs without offload would give instead.
+    std::optional<RankedPlan> gpu_only_alternative;
+    if (res.plans.empty() && offload_res) {
+        SearchSpace all_counts = o.space;
+        all_counts.gpu_counts = {*std::max_element(counts.begin(), counts.end())};
+        const auto more = fit_advice(enumerate_layouts(base, all_counts), o.memory_headroom, false).more_gpus;
+        if (more) {
+            SearchOptions go = o;
+            go.progress = nullptr;
+            go.space.gpu_counts = {more->plan.num_gpus()};
+            go.top = 1;
+            go.deadline_days.reset();
+            go.budget.reset();
+            auto g = search_plans(base, go);
+            if (!g.plans.empty()) {
+                gpu_only_alternative = std::move(g.plans.front());
+                attach_band(gpu_only_alternative->estimate, gpu_only_alternative->plan, em);
+            }
+        }
+    }
     for (auto& r : res.plans) attach_band(r.estimate, r.plan, em);
     for (auto& f : res.frontier)
         if (f.best) attach_band(f.best->estimate, f.best->plan, em);
@@ -741,50 +824,39 @@ int run_plan_search(const PlanArgs& a) {
                                {"recommended_why", why_recommended},
                                {"days", a.days}}}};
             if (!res.frontier.empty()) j["frontier"] = frontier_json(res.frontier);
+            if (offload_res) {
+                nlohmann::json off = nlohmann::json::array();
+                for (const auto& r : offload_res->plans) off.push_back(plan_json(r.plan, r.estimate));
+                j["offload_plans"] = off;
+                j["search"]["offload_gpu_counts"] = no_fit_counts;
+            }
+            if (gpu_only_alternative) {
+                auto gj = plan_json(gpu_only_alternative->plan, gpu_only_alternative->estimate);
+                gj["speedup_vs_best_offload_plan"] =
+                    offload_res->plans.front().estimate.days_to_train / gpu_only_alternative->estimate.days_to_train;
+                j["gpu_only_alternative"] = gj;
+            }
+            if (advice) j["fit_advice"] = fit_advice_json(*advice);
             std::cout << j.dump(2) << "\n";
         } else if (a.frontier_csv) {
-            // One row per GPU count: the count, whether its best is on the Pareto front, then the
-            // best plan's columns (blank where no layout of that count qualifies).
-            std::vector<std::string> header;
-            std::vector<std::vector<std::pair<std::string, std::string>>> rows;
+            // One row per GPU count: its best plan's columns, and whether it is on the Pareto front
+            // (only num_gpus and pareto where no layout of that count qualifies).
+            nlohmann::json rows = nlohmann::json::array();
             for (const auto& f : res.frontier) {
-                std::vector<std::pair<std::string, std::string>> cells;
-                if (f.best) {
-                    flatten(plan_json(f.best->plan, f.best->estimate), "", cells);
-                    order_csv_columns(cells);
-                    if (header.empty())
-                        for (const auto& c : cells) header.push_back(c.first);
-                }
-                rows.push_back(std::move(cells));
+                nlohmann::json row = f.best ? plan_json(f.best->plan, f.best->estimate) : nlohmann::json::object();
+                row["num_gpus"] = f.gpus;
+                row["pareto"] = f.pareto;
+                rows.push_back(std::move(row));
             }
-            std::cout << "num_gpus,pareto";
-            for (const auto& h : header)
-                if (h != "num_gpus") std::cout << "," << csv_cell(h);
-            std::cout << "\n";
-            for (std::size_t i = 0; i < res.frontier.size(); ++i) {
-                std::cout << res.frontier[i].gpus << "," << (res.frontier[i].pareto ? "true" : "false");
-                std::map<std::string, std::string> byk(rows[i].begin(), rows[i].end());
-                for (const auto& h : header)
-                    if (h != "num_gpus") std::cout << "," << csv_cell(byk.count(h) ? byk[h] : "");
-                std::cout << "\n";
-            }
+            std::cout << plans_csv(rows);
+        } else if (res.plans.empty() && offload_res) {
+            nlohmann::json off = nlohmann::json::array();
+            for (const auto& r : offload_res->plans) off.push_back(plan_json(r.plan, r.estimate));
+            std::cout << plans_csv(off);
         } else {
-            std::vector<std::string> header;
-            bool first = true;
-            for (const auto& pj : arr) {
-                std::vector<std::pair<std::string, std::string>> cells;
-                flatten(pj, "", cells);
-                order_csv_columns(cells);
-                if (first) {
-                    for (std::size_t i = 0; i < cells.size(); ++i) std::cout << (i ? "," : "") << csv_cell(cells[i].first);
-                    std::cout << "\n";
-                    first = false;
-                }
-                for (std::size_t i = 0; i < cells.size(); ++i) std::cout << (i ? "," : "") << csv_cell(cells[i].second);
-                std::cout << "\n";
-            }
+            std::cout << plans_csv(arr);
         }
-        return res.plans.empty() ? kExitDoesNotFit : kExitOk;
+        return res.plans.empty() && !offload_res ? kExitDoesNotFit : kExitOk;
     }
 
     const auto& s = res.stats;
@@ -803,8 +875,46 @@ int run_plan_search(const PlanArgs& a) {
     if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days ({})\n", *a.deadline_days, basis);
     if (a.budget) std::cout << fmt::format("budget: {:g} {} total ({})\n", *a.budget, base.pricing.currency, basis);
     std::cout << fmt::format("ranked by {} ({})\n\n", o.rank == RankBy::days ? "days to train" : "total cost", basis);
+    auto offload_table = [&]() {
+        for (std::size_t i = 0; i < offload_res->plans.size(); ++i) {
+            const auto& r = offload_res->plans[i];
+            const auto& e = r.estimate;
+            std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8.1f} {:>12} {:>9.0f} {:>5.1f}% {:>6.1f} {:>6.0f}\n",
+                                     i + 1, r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+                                     e.priced ? fmt::format("{:.0f}", e.cost) : "no price", e.tokens_per_s_per_gpu,
+                                     100 * e.mfu, model::to_gib(e.memory.total()), model::to_gib(e.host_needed));
+        }
+    };
+    auto offload_header = [&]() {
+        std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8} {:>12} {:>9} {:>6} {:>6} {:>6}\n", "#", "GPUs", "layout",
+                                 "days", "cost", "tok/s/GPU", "MFU", "HBM", "host");
+    };
     if (res.plans.empty()) {
+        if (offload_res) {
+            std::cout << fmt::format(
+                "no GPU-only layout fits on {} GPU(s); with CPU offload (parallel.offload; memory "
+                "in GiB per GPU and per node):\n",
+                fmt::join(no_fit_counts, ","));
+            offload_header();
+            offload_table();
+            const auto& best = offload_res->plans.front();
+            std::cout << "\nbest plan:\n" << format_plan(best.plan, best.estimate);
+            if (gpu_only_alternative) {
+                const auto& g = *gpu_only_alternative;
+                std::cout << fmt::format(
+                    "\nwithout offload: {} GPUs is the fewest at which a GPU-only layout fits; its best, {}, trains in "
+                    "{:.1f} days, {:.1f}x faster than the best offload plan ({:.1f} days){}\n",
+                    g.plan.num_gpus(), layout_label(g.plan), g.estimate.days_to_train,
+                    best.estimate.days_to_train / g.estimate.days_to_train, best.estimate.days_to_train,
+                    g.estimate.priced && best.estimate.priced
+                        ? fmt::format(", for {:.0f} {} instead of {:.0f}", g.estimate.cost, g.estimate.currency,
+                                      best.estimate.cost)
+                        : std::string());
+            }
+            return kExitOk;
+        }
         std::cout << "no plan fits in memory and meets the constraints\n";
+        if (advice) std::cout << "\n" << format_fit_advice(*advice);
         return kExitDoesNotFit;
     }
     std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>12} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
@@ -812,10 +922,11 @@ int run_plan_search(const PlanArgs& a) {
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
-        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12.0f} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
-                                 i + 1, tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
-                                 e.expected_days, expected ? e.expected_cost : e.cost, e.tokens_per_s_per_gpu,
-                                 100 * e.mfu, model::to_gib(e.memory.total()));
+        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
+                                 tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+                                 e.expected_days,
+                                 e.priced ? fmt::format("{:.0f}", expected ? e.expected_cost : e.cost) : "no price",
+                                 e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
     }
     std::cout << "\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n";
     if (folded_count > 0) {
@@ -829,13 +940,21 @@ int run_plan_search(const PlanArgs& a) {
     if (!why_recommended.empty()) std::cout << "recommended: " << why_recommended << "\n";
     std::cout << "\nbest plan:\n" << format_plan(res.plans.front().plan, res.plans.front().estimate);
     const auto& rt = res.plans.front().estimate.run;
-    std::cout << fmt::format("  whole run: {:.1f} days expected (x{:.4f}: checkpoint {:.0f} GB written in {:.0f} s every "
-                             "{:.1f} h, cluster MTBF {:.1f} h, restart {:.0f} min, ~{:.0f} failures)\n",
-                             res.plans.front().estimate.expected_days, rt.overhead_factor, rt.checkpoint_bytes / 1e9,
-                             rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600,
-                             rt.restart_s / 60, rt.expected_failures);
+    std::cout << fmt::format(
+        "  whole run: {:.1f} days expected (x{:.4f}: x{:.3f} slowdowns, checkpoint {:.0f} GB written "
+        "in {:.0f} s every {:.1f} h, cluster MTBF {:.1f} h, ~{:.0f} failures and ~{:.0f} planned "
+        "stops at {:.0f} min each)\n",
+        res.plans.front().estimate.expected_days, rt.overhead_factor, rt.stretch, rt.checkpoint_bytes / 1e9,
+        rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600, rt.expected_failures,
+        rt.expected_planned, rt.restart_s / 60);
     if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
     if (!res.frontier.empty()) print_frontier_text(res.frontier, expected);
+    if (offload_res) {
+        std::cout << fmt::format("\nno GPU-only layout fits on {} GPU(s); with CPU offload there:\n",
+                                 fmt::join(no_fit_counts, ","));
+        offload_header();
+        offload_table();
+    }
     return kExitOk;
 }
 
@@ -848,16 +967,19 @@ int run_cli(int argc, char** argv) {
     Common sim_args, cmp_args, exp_args;
     auto* simulate = app.add_subcommand("simulate", "simulate every plan of a scenario and report each in detail");
     add_common(simulate, sim_args);
+    add_csv(simulate, sim_args);
     simulate->add_option("--trace", sim_args.trace,
                          "write the simulated step as a Chrome/Perfetto trace (several plans: FILE.1.json, "
                          "FILE.2.json ...)");
     auto* compare = app.add_subcommand("compare", "simulate a scenario's plans and show them side by side");
     add_common(compare, cmp_args);
+    add_csv(compare, cmp_args);
     Common rep_args;
     ReportArgs rep_opts;
     auto* report_cmd = app.add_subcommand("report", "write a self-contained HTML report of a scenario (and print what "
                                                 "compare prints)");
     add_common(report_cmd, rep_args);
+    add_csv(report_cmd, rep_args);
     report_cmd->add_option("--html", rep_opts.html, "the HTML file to write")->required();
     report_cmd->add_option("--scaling-gpus", rep_opts.scaling_gpus,
                            "GPU counts of the scaling chart (default 8,16,...,1024)")
@@ -928,7 +1050,8 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--seq-len", plan_args.seq_len, "sequence length (default 4096)");
     plan_cmd->add_option("--global-batch", plan_args.global_batch, "sequences per step (default 1024)");
     plan_cmd->add_option("--precision", plan_args.precision, "bf16 | fp16 | fp8 (default bf16)");
-    plan_cmd->add_option("--price", plan_args.price, "price per GPU-hour (flag form; default 0)");
+    plan_cmd->add_option("--price", plan_args.price,
+                         "price per GPU-hour (flag form; default: none, and money is reported as 'no price')");
     plan_cmd->add_option("--currency", plan_args.currency, "currency of --price (default USD)");
     plan_cmd->add_option("--top", plan_args.top, "plans to show (default 10)");
     plan_cmd->add_option("--rank", plan_args.rank, "days | cost (default: cost with --deadline-days, else days)");
@@ -946,16 +1069,19 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--checkpoint-bandwidth", plan_args.checkpoint_bandwidth,
                          "checkpoint write bandwidth per node (default: the scenario's run.checkpoint_bandwidth, "
                          "5 GB/s)");
-    plan_cmd->add_option("--gpu-mtbf-hours", plan_args.gpu_mtbf_hours,
-                         "mean time between failures of one GPU (default: run.gpu_mtbf, Llama 3's 50,677 h)");
+    plan_cmd->add_option(
+        "--gpu-mtbf-hours", plan_args.gpu_mtbf_hours,
+        "mean time between interruptions blamed on one GPU (default: run.gpu_mtbf, Llama 3's 64,149 h)");
     plan_cmd->add_option("--restart-minutes", plan_args.restart_minutes,
-                         "time lost per restart besides lost work (default: run.restart, 10 min)");
+                         "time lost per restart besides lost work (default: run.restart, 17 min from Llama 3)");
     plan_cmd->add_flag("--json", plan_args.json, "print {\"plans\": [...]} as JSON");
     plan_cmd->add_flag("--csv", plan_args.csv, "print the plans as CSV");
     plan_cmd->add_flag("--frontier", plan_args.frontier_csv,
                        "with --csv and several --gpus: one row per GPU count, its best plan and whether it is on the "
                        "days-vs-cost Pareto front");
     plan_cmd->add_flag("--quiet,-q", plan_args.quiet, "no progress bar");
+    plan_cmd->add_flag("--no-offload", plan_args.no_offload,
+                       "do not try CPU offload where no GPU-only layout fits (parallel.offload)");
 
     try {
         app.parse(argc, argv);
@@ -1004,6 +1130,11 @@ int run_cli(int argc, char** argv) {
         return kExitOk;
     }
     if (*val) {
+        if (!val_kind.empty() && val_kind != "step" && val_kind != "end_to_end") {
+            std::cerr << fmt::format("trainsim: validate: --kind: unknown kind '{}'{} (step, end_to_end)\n", val_kind,
+                                     model::did_you_mean(val_kind, {"step", "end_to_end"}));
+            return kExitBadInput;
+        }
         auto rows = model::load_validation_csv(val_file, data_dir(val_data));
         for (const auto& id : val_rows) {
             if (std::none_of(rows.begin(), rows.end(), [&](const model::ValidationRow& r) { return r.id == id; })) {

@@ -539,10 +539,15 @@ std::string days_chart(const std::vector<PlanResult>& results) {
 std::string cost_chart(const std::vector<PlanResult>& results) {
     std::set<std::string> currencies;
     const auto rows = plan_rows(results, [&](const PlanResult& r, BarRow& row) {
+        if (!r.estimate.priced) {
+            row.note = "no price (pricing.rate)";
+            return;
+        }
         row.values = {r.estimate.cost};
         row.value_text = fmt::format("{} {}", grouped(r.estimate.cost, 0), r.estimate.currency);
         if (const auto& b = r.estimate.band)
-            row.range = std::pair{r.estimate.cost * b->time_p10, r.estimate.cost * b->time_p90};
+            row.range = std::pair{r.estimate.bill_for_days(r.estimate.days_to_train * b->time_p10).cost,
+                                  r.estimate.bill_for_days(r.estimate.days_to_train * b->time_p90).cost};
         currencies.insert(r.estimate.currency);
     });
     std::string unit = "cost";
@@ -550,8 +555,8 @@ std::string cost_chart(const std::vector<PlanResult>& results) {
         unit = fmt::format("cost ({})", *currencies.begin());
     else if (currencies.size() > 1)
         unit = "cost (mixed currencies: compare per plan)";
-    return stacked_bars("chart-cost", "Cost of the training run", {{"GPU-hours x price", color(4)}}, rows, unit,
-                        std::nullopt);
+    return stacked_bars("chart-cost", "Cost of the training run", {{"as billed: whole billing units", color(4)}}, rows,
+                        unit, std::nullopt);
 }
 
 // Days against cost, one point per plan that fits: the plans on the Pareto front (no other plan
@@ -665,7 +670,7 @@ std::string scaling_section(const std::vector<PlanResult>& results, const std::v
                 pj["tokens_per_s"] = p.tokens_per_s;
                 pj["tokens_per_s_per_gpu"] = p.tokens_per_s_per_gpu;
                 pj["days_to_train"] = p.days_to_train;
-                pj["cost"] = p.cost;
+                pj["cost"] = p.cost ? json(*p.cost) : json(nullptr);
                 a.points.emplace_back(p.gpus, p.tokens_per_s_per_gpu);
                 b.points.emplace_back(p.gpus, p.days_to_train);
             } else {

@@ -60,7 +60,14 @@ Metrics metrics_lower_bound(const model::Plan& p, double step_s, const SearchOpt
     const double days = p.training.tokens / tokens_per_step * step_s / 86400.0;
     const double factor = o.basis == DaysBasis::expected ? run_time(p, 1.0, p.run).overhead_factor : 1.0;
     const double shave = 1.0 - 1e-12;
-    return {days * factor * shave, days * 24.0 * p.num_gpus() * price_per_gpu_hour(p.pricing, p.cluster.gpus_per_node) * factor * shave};
+    const double wall_days = days * factor * shave;
+    // The bill only grows with the wall clock (whole units of it), so billing the bound bounds it.
+    const double cost =
+        has_price(p.pricing)
+            ? bill(p.pricing, p.pricing.commitment, wall_days * 24.0, p.cluster.nodes, p.cluster.gpus_per_node).cost *
+                  shave
+            : 0.0;
+    return {wall_days, cost};
 }
 
 // A lower bound on the step time from the layers' GEMM FLOPs alone, O(1) per plan: every layer
@@ -129,6 +136,7 @@ std::string layout_label(const model::Plan& plan, bool with_dp) {
     s += fmt::format(" mbs{} {} rc:{}", plan.training.micro_batch, model::to_string(q.sharding),
                      model::block_recompute(plan) ? fmt::format("block{}", model::full_recompute_layers(plan))
                                                   : std::string(model::to_string(q.recompute)));
+    if (q.offload != model::Offload::none) s += fmt::format(" offload:{}", model::to_string(q.offload));
     return s;
 }
 
@@ -160,26 +168,28 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                     for (int vp : vps)
                         for (bool sp : sps)
                             for (int mb : mbs)
-                                for (auto sh : shardings) {
-                                    // ZeRO-2/3 shard gradients across micro-batches: pp == 1 only (FSDP /
-                                    // HSDP under pp keep their gathered weights through the step).
-                                    if (pp > 1 && (sh == model::Sharding::zero3 || sh == model::Sharding::zero2))
-                                        continue;
-                                    for (auto rc : space.recomputes) {
-                                        model::Plan p = node_plan;
-                                        p.parallel.tp = tp;
-                                        p.parallel.pp = pp;
-                                        p.parallel.vp = vp;
-                                        p.parallel.cp = cp;
-                                        p.parallel.dp = dp;
-                                        p.parallel.sequence_parallel = sp;
-                                        p.parallel.sharding = sh;
-                                        p.parallel.recompute = rc;
-                                        p.training.micro_batch = mb;
-                                        p.name = search_name(p);
-                                        out.push_back(std::move(p));
+                                for (auto sh : shardings)
+                                    for (auto off : space.offloads) {
+                                        // ZeRO-2/3 shard gradients across micro-batches: pp == 1 only (FSDP /
+                                        // HSDP under pp keep their gathered weights through the step).
+                                        if (pp > 1 && (sh == model::Sharding::zero3 || sh == model::Sharding::zero2))
+                                            continue;
+                                        for (auto rc : space.recomputes) {
+                                            model::Plan p = node_plan;
+                                            p.parallel.tp = tp;
+                                            p.parallel.pp = pp;
+                                            p.parallel.vp = vp;
+                                            p.parallel.cp = cp;
+                                            p.parallel.dp = dp;
+                                            p.parallel.sequence_parallel = sp;
+                                            p.parallel.sharding = sh;
+                                            p.parallel.offload = off;
+                                            p.parallel.recompute = rc;
+                                            p.training.micro_batch = mb;
+                                            p.name = search_name(p);
+                                            out.push_back(std::move(p));
+                                        }
                                     }
-                                }
                 }
             }
         }
@@ -423,6 +433,13 @@ double critical_path_lower_bound_s(const model::Plan& plan, const model::OpGraph
 }
 
 SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
+    if (!has_price(base.pricing) && (opt.rank == RankBy::cost || opt.budget)) {
+        model::Diagnostic d;
+        d.file = "trainsim plan";
+        d.key = opt.budget ? "--budget" : "--rank";
+        d.message = "a budget or a cost ranking needs a price (pricing.rate); without one the cost is unknown";
+        throw SearchError({d});
+    }
     const auto t0 = std::chrono::steady_clock::now();
     SearchResult res;
     auto& st = res.stats;
@@ -440,14 +457,17 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
             fits[i] = 1;
             return;
         }
-        fits[i] = model::peak_memory(all[i]).total() <= all[i].hardware.hbm_capacity * (1.0 - opt.memory_headroom) ? 2 : 0;
+        fits[i] = model::fits_in_memory(all[i], model::peak_memory(all[i]),
+                                        all[i].hardware.hbm_capacity * (1.0 - opt.memory_headroom))
+                      ? 2
+                      : 0;
     });
     auto same_layout_but_recompute = [&](const model::Plan& a, const model::Plan& b) {
         const auto& x = a.parallel;
         const auto& y = b.parallel;
         return a.num_gpus() == b.num_gpus() && x.tp == y.tp && x.pp == y.pp && x.vp == y.vp && x.cp == y.cp &&
                x.dp == y.dp && x.sequence_parallel == y.sequence_parallel && x.sharding == y.sharding &&
-               a.training.micro_batch == b.training.micro_batch;
+               x.offload == y.offload && a.training.micro_batch == b.training.micro_batch;
     };
     // Full recompute that fits is taken as block recompute of the fewest layers per chunk that
     // still fit (recompute_layers): fewer recomputed layers only remove kernels. Not needed where
@@ -489,7 +509,9 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
             continue;
         }
         bool dominated = false;
-        if (opt.prune) {
+        // With CPU offload the host's part of the step is not a sum of GPU kernels (parameter
+        // fetches hide behind recompute): no dominance argument, every policy is simulated.
+        if (opt.prune && all[i].parallel.offload == model::Offload::none) {
             for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(all[i], all[j]);)
                 if (fits[j] == 2 && lighter_subset(all[j], all[i])) dominated = true;
         }
@@ -534,7 +556,8 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     if (opt.prune)
         parallel_for(cand.size(), threads, [&](std::size_t c) {
             const auto& p = all[cand[c]];
-            lb[c] = step_time_lower_bound_s(p, network_of(p));
+            // Offload removes the GPU optimizer from the step: the GPU graph's bounds do not bound it.
+            lb[c] = p.parallel.offload == model::Offload::none ? step_time_lower_bound_s(p, network_of(p)) : 0.0;
         });
     std::vector<std::size_t> order(cand.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
@@ -580,7 +603,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
                 report();
                 return;
             }
-            check_path = has_threshold();
+            check_path = has_threshold() && p.parallel.offload == model::Offload::none;
         }
         const auto graph = model::build_workload(p);
         if (check_path) {
@@ -668,7 +691,7 @@ std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPl
         return a.plan.num_gpus() == b.plan.num_gpus() && a.plan.cluster.gpus_per_node == b.plan.cluster.gpus_per_node &&
                a.plan.training.micro_batch == b.plan.training.micro_batch && x.tp == y.tp && x.pp == y.pp &&
                x.vp == y.vp && x.cp == y.cp && x.dp == y.dp && x.sequence_parallel == y.sequence_parallel &&
-               x.recompute == y.recompute && x.recompute_layers == y.recompute_layers &&
+               x.recompute == y.recompute && x.recompute_layers == y.recompute_layers && x.offload == y.offload &&
                e.step_time_s == f.step_time_s && e.memory.total() == f.memory.total() && e.cost == f.cost &&
                e.expected_days == f.expected_days;
     };

@@ -98,7 +98,7 @@ std::vector<ScalingSeries> data_parallel_scaling(const std::vector<const model::
         pt.tokens_per_s = e.tokens_per_s;
         pt.tokens_per_s_per_gpu = e.tokens_per_s_per_gpu;
         pt.days_to_train = e.days_to_train;
-        pt.cost = e.cost;
+        if (e.priced) pt.cost = e.cost;
     });
     // Merge plans that draw the same line.
     std::vector<ScalingSeries> out;

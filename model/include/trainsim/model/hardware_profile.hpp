@@ -151,6 +151,11 @@ struct HardwareProfile {
     int default_gpus_per_node = 8;
     int default_nics_per_node = 8;                      // e.g. DGX A100 / H100: one NIC per GPU
     Bandwidth default_nic_rate = Bandwidth(400e9 / 8);  // per NIC, per direction
+    // The node's host side, for CPU offload (zero: not given): its memory, the peak bandwidth of
+    // that memory (all sockets), and the fraction of it CPU Adam streams at.
+    Bytes default_host_memory;
+    Bandwidth host_memory_bandwidth;
+    double cpu_adam_efficiency = 0;
 
     // --- calibrated tables (empty for datasheet profiles) ---
     // The largest relative error of the fits behind the compute tables (GEMM sweep, memory

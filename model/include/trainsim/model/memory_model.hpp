@@ -36,6 +36,8 @@ struct MemoryBreakdown {
     Bytes reserved;         // CUDA context, NCCL, allocator fragmentation (from the profile)
     int inflight_microbatches = 0;  // (micro-batch, chunk) forward passes held at peak
     double local_params = 0;        // parameters held by this rank before sharding
+    // CPU offload: host memory of the node this stage's ranks need (all of its GPUs); not in total().
+    Bytes host;
     [[nodiscard]] Bytes total() const {
         return weights + gradients + optimizer + activations + fp8_buffers + workspace + reserved;
     }
@@ -59,6 +61,19 @@ struct MemoryBreakdown {
 // Bytes per parameter of the Adam state (before sharding): FP32 master 4 + moments 8 = 12, or 10
 // with 16-bit master remainders; BF16 state (parallel.optimizer_state) 2 + 2 + 2 = 6.
 [[nodiscard]] double optimizer_bytes_per_param(const Parallel& p);
+// The ranks over which the optimizer state is sharded: 1 (none), dp x cp, or for HSDP the
+// ranks of one node's data-parallel group.
+[[nodiscard]] double optimizer_shard_degree(const Plan& plan);
+// CPU offload: the host memory of one node (cluster.host_memory, else the profile's node), and what
+// the offloaded state of its GPUs takes (peak stage): per parameter of each GPU's optimizer shard,
+// the optimizer state (12 B, FP32 master and Adam moments) and an FP32 gradient (4 B), plus the
+// 16-bit parameter (2 B) when parameters are offloaded too. 0 without offload.
+[[nodiscard]] Bytes host_memory_per_node(const Plan& plan);
+[[nodiscard]] Bytes host_offload_bytes_per_node(const Plan& plan);
+// Whether the plan fits in GPU memory (within `capacity`, the HBM by default) and, with offload, in
+// host memory.
+[[nodiscard]] bool fits_in_memory(const Plan& plan, const MemoryBreakdown& peak,
+                                  std::optional<Bytes> capacity = std::nullopt);
 // The stage with the largest total (what decides whether the plan fits).
 [[nodiscard]] MemoryBreakdown peak_memory(const Plan& plan);
 

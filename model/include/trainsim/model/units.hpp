@@ -113,6 +113,9 @@ private:
 // A wall-clock span of a whole run (checkpoint interval, mean time between failures), any length,
 // in seconds: "30 s", "10 min", "50677 h", "2 d".
 [[nodiscard]] double parse_wall_seconds(std::string_view text);
+// How often something happens, per second: "0.002/h", "0.05 /d", "1/min" (events per wall-clock
+// span of s, min, h or d).
+[[nodiscard]] double parse_rate_per_second(std::string_view text);
 // A count with an optional SI suffix: "1T" = 1e12, "500B" = 5e11, "40M", "8k", or a plain number.
 [[nodiscard]] double parse_count(std::string_view text);
 // A fraction written as a percentage ("15%") or a plain number in [0, 1].

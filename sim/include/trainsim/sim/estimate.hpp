@@ -4,8 +4,10 @@
 
 #include "trainsim/model/memory_model.hpp"
 #include "trainsim/model/scenario.hpp"
+#include "trainsim/sim/billing.hpp"
 #include "trainsim/sim/executor.hpp"
 #include "trainsim/sim/network.hpp"
+#include "trainsim/sim/offload.hpp"
 #include "trainsim/sim/run_model.hpp"
 #include "trainsim/sim/trust.hpp"
 
@@ -30,6 +32,11 @@ struct RunEstimate {
     bool memory_tight = false;
     model::MemoryBreakdown memory;       // the peak stage
     Bytes capacity;                      // HBM capacity of one GPU
+    // CPU offload (parallel.offload): host memory per node needed and available, and what the host
+    // adds to the step (step_time_s includes it; step->step_time is the GPU's simulated step).
+    Bytes host_needed;
+    Bytes host_capacity;
+    std::optional<OffloadTime> offload;
     // Present only for plans that fit (a plan that does not fit is never simulated).
     std::optional<StepResult> step;
     double step_time_s = 0;
@@ -49,27 +56,49 @@ struct RunEstimate {
     // unless the caller re-applies others with apply_run_model).
     RunTime run;
     double expected_days = 0;
-    double expected_cost = 0;            // cost x run.overhead_factor: GPUs paid for the whole wall clock
-    double gpu_hours = 0;
-    double price_per_gpu_hour = 0;       // after the commitment discount
-    double cost = 0;
-    double cost_per_million_tokens = 0;
+    double gpu_hours = 0; // used: steady hours x GPUs
+    // Whether the plan has a price for the way it pays (billing.hpp has_price). Without one the
+    // money figures below stay 0 and mean "unknown": reports print "no price" / null, never 0.
+    bool priced = false;
+    double price_per_gpu_hour = 0; // the hourly rate of one GPU after the commitment discount
+    // Money as billed (billing.hpp): the steady wall clock and the expected one, paid as the plan
+    // pays (pricing.commitment).
+    Bill bill;
+    Bill expected_bill;
+    double cost = 0;                    // bill.cost: the steady run as billed
+    double expected_cost = 0;           // expected_bill.cost: the expected wall clock as billed
+    double cost_per_million_tokens = 0; // cost / (tokens / 1e6)
+    // Every way of paying the pricing section offers (billing_options), each on its own expected
+    // wall clock (spot capacity is preempted, the rest is not), and the cheapest of them.
+    struct BillingOption {
+        Bill bill;
+        double expected_days = 0;
+    };
+    std::vector<BillingOption> billing_options;
+    std::size_t cheapest_option = 0; // index into billing_options (when not empty)
     std::string currency;
+    // What billing needs to price another wall clock (the error band's ends).
+    model::Pricing pricing;
+    int nodes = 1;
+    int gpus_per_node = 1;
+    // The bill of `wall_days` paid as the plan pays. Precondition: priced.
+    [[nodiscard]] Bill bill_for_days(double wall_days) const {
+        return sim::bill(pricing, pricing.commitment, wall_days * 24.0, nodes, gpus_per_node);
+    }
     // How far to trust the figures (trust.hpp), when an error model was given.
     std::optional<Band> band;
 };
 
-// Hours in the month used for machine-month prices: 8760 / 12.
-inline constexpr double kHoursPerMonth = 730.0;
-// The list rate per GPU-hour after the commitment discount. A machine-month price is for one
-// machine of `gpus_per_machine` GPUs (the plan's cluster.gpus_per_node: a 4-GPU machine's month
-// is shared by 4 GPUs, not 8).
+// The rate of one GPU-hour as the plan pays (pricing.commitment) after its discount, before any
+// rounding to billing units (0 without a price). A machine's price is shared by its
+// `gpus_per_machine` GPUs (the plan's cluster.gpus_per_node: a 4-GPU machine's month is shared by
+// 4 GPUs, not 8); a machine-month is 730 h.
 [[nodiscard]] double price_per_gpu_hour(const model::Pricing& pricing, int gpus_per_machine);
 
 // Evaluates one plan: memory first; simulates the step only if it fits (or, for validating
 // against runs that were measured, when asked to simulate regardless).
-// Recomputes e.run, e.expected_days and e.expected_cost with these run parameters (e must have
-// been simulated).
+// Recomputes e.run, e.expected_days, the bills and the billing options with these run parameters
+// (e must have been simulated).
 void apply_run_model(RunEstimate& e, const model::Plan& plan, const RunModelParams& params);
 
 [[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt = {},

@@ -44,6 +44,8 @@ struct SearchSpace {
                                            model::Sharding::none};
     std::vector<model::Recompute> recomputes{model::Recompute::none, model::Recompute::selective,
                                              model::Recompute::full};
+    // CPU offload modes tried (each with the shardings it runs on: check_layout has the last word).
+    std::vector<model::Offload> offloads{model::Offload::none};
 };
 
 struct SearchOptions {

@@ -23,6 +23,11 @@ struct PlanResult {
 // One plan: the plan object itself; several: {"plans": [...]}.
 [[nodiscard]] nlohmann::json results_json(const std::vector<PlanResult>& results);
 
+// Plan objects (plan_json, with anything added) as CSV: one header line, one row per plan; nested
+// fields as dotted columns ("memory.weights_gib"), null as an empty cell. Columns are the union
+// over the plans, the layout and README's contract figures first.
+[[nodiscard]] std::string plans_csv(const nlohmann::json& plans);
+
 // Detailed text for one plan (step breakdown, throughput, memory, days, money).
 [[nodiscard]] std::string format_plan(const model::Plan& plan, const RunEstimate& e);
 // Plans side by side, one column each.

@@ -5,6 +5,7 @@
 
 #include "trainsim/model/scenario.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ struct ScalingPoint {
     double tokens_per_s = 0;
     double tokens_per_s_per_gpu = 0;
     double days_to_train = 0;
-    double cost = 0;
+    std::optional<double> cost; // absent without a price
 };
 
 struct ScalingSeries {
