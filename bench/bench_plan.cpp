@@ -3,8 +3,8 @@
 // of the GPU-count issue (#20), "8, 16 ... 1024 H100 with --deadline-days 30 --price 2.5" in under
 // 10 s and the single count of 1024 with the same question in under 5 s.
 #include "bench_support.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/sim/plan_search.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/sim/search/plan_search.hpp"
 
 #include <benchmark/benchmark.h>
 

@@ -1,12 +1,12 @@
 // Simulation speed of one training step (Google Benchmark). Target of the core issue:
 // Llama-2-70B on 1024 H100 (tp8 pp8 dp16, 64 micro-batches) in under 200 ms on one core.
 #include "bench_support.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/model/workload.hpp"
-#include "trainsim/sim/compute_cost.hpp"
-#include "trainsim/sim/estimate.hpp"
-#include "trainsim/sim/executor.hpp"
-#include "trainsim/sim/network.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/workload/workload.hpp"
+#include "trainsim/sim/cost/compute_cost.hpp"
+#include "trainsim/sim/network/network.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/step/executor.hpp"
 
 #include <benchmark/benchmark.h>
 

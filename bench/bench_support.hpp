@@ -1,7 +1,7 @@
 // Loading the benchmark scenarios of bench/ (shared by the benchmark programs).
 #pragma once
 
-#include "trainsim/model/loader.hpp"
+#include "trainsim/model/input/loader.hpp"
 
 #include <cstdlib>
 #include <string>

@@ -1,7 +1,7 @@
 // Hand-built plans and profiles for unit tests (independent of the shipped data files).
 #pragma once
 
-#include "trainsim/model/scenario.hpp"
+#include "trainsim/model/core/scenario.hpp"
 
 namespace trainsim::test {
 

@@ -1,9 +1,9 @@
 // Money as renters pay it (issue #18): no price is "unknown", never 0; the CSV form of compare.
 #include "cli_runner.hpp"
 #include "scratch_dir.hpp"
-#include "trainsim/sim/billing.hpp"
-#include "trainsim/sim/estimate.hpp"
-#include "trainsim/sim/run_model.hpp"
+#include "trainsim/sim/run/billing.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/run/run_model.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -6,8 +6,8 @@
 
 #include "trainsim/calibrate/calibrate_error.hpp"
 #include "trainsim/calibrate/fit.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/sim/cost/compute_cost.hpp"
 
 #include <catch2/catch.hpp>
 

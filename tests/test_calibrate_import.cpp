@@ -12,9 +12,9 @@
 #include "trainsim/calibrate/fit.hpp"
 #include "trainsim/calibrate/import.hpp"
 #include "trainsim/calibrate/measure.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/model/workload.hpp"
-#include "trainsim/sim/network.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/workload/workload.hpp"
+#include "trainsim/sim/network/network.hpp"
 
 #include "cli_runner.hpp"
 

@@ -9,9 +9,9 @@
 #include "trainsim/calibrate/fit.hpp"
 #include "trainsim/calibrate/measure.hpp"
 #include "trainsim/calibrate/plan.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/sim/compute_cost.hpp"
-#include "trainsim/sim/estimate.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/sim/cost/compute_cost.hpp"
+#include "trainsim/sim/run/estimate.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

@@ -9,7 +9,7 @@
 #include "trainsim/calibrate/cpu_backend.hpp"
 #include "trainsim/calibrate/plan.hpp"
 #include "trainsim/calibrate/rendezvous.hpp"
-#include "trainsim/model/workload.hpp"
+#include "trainsim/model/workload/workload.hpp"
 
 #include <catch2/catch.hpp>
 

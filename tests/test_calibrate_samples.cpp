@@ -6,7 +6,7 @@
 #include "trainsim/calibrate/calibrate_error.hpp"
 #include "trainsim/calibrate/fit.hpp"
 #include "trainsim/calibrate/measure.hpp"
-#include "trainsim/model/loader.hpp"
+#include "trainsim/model/input/loader.hpp"
 
 #include <catch2/catch.hpp>
 

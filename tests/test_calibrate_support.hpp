@@ -5,8 +5,8 @@
 
 #include "trainsim/calibrate/descriptor.hpp"
 #include "trainsim/calibrate/sample.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/model/scenario.hpp"
+#include "trainsim/model/core/scenario.hpp"
+#include "trainsim/model/input/loader.hpp"
 
 #include "scratch_dir.hpp"
 

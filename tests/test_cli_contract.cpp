@@ -1,7 +1,7 @@
 // The trainsim executable as users' budgeting scripts see it: JSON field names, exit codes, and
 // the arithmetic that ties days, GPU-hours and money to the simulated throughput.
 #include "cli_runner.hpp"
-#include "trainsim/sim/estimate.hpp"
+#include "trainsim/sim/run/estimate.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

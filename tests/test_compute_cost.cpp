@@ -1,6 +1,6 @@
 // The GEMM cost model against a published measured table (XLA's H100 GEMM performance table).
-#include "trainsim/model/loader.hpp"
-#include "trainsim/sim/compute_cost.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/sim/cost/compute_cost.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "trainsim/sim/engine.hpp"
+#include "trainsim/sim/engine/engine.hpp"
 
 #include <catch2/catch.hpp>
 

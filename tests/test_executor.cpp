@@ -1,15 +1,15 @@
 // The step executor: sequencing, symmetric-rank reduction, pipeline bubbles and stuck runs.
 #include "fixtures.hpp"
 #include "scratch_dir.hpp"
-#include "trainsim/model/flops.hpp"
-#include "trainsim/model/framework_profile.hpp"
-#include "trainsim/model/layout.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/model/workload.hpp"
-#include "trainsim/sim/compute_cost.hpp"
-#include "trainsim/sim/estimate.hpp"
-#include "trainsim/sim/executor.hpp"
-#include "trainsim/sim/network.hpp"
+#include "trainsim/model/accounting/flops.hpp"
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/framework/framework_profile.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/workload/workload.hpp"
+#include "trainsim/sim/cost/compute_cost.hpp"
+#include "trainsim/sim/network/network.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/step/executor.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -4,8 +4,8 @@
 // size limit. Each case here used to reach an internal error, a hang or an accepted absurdity.
 #include "cli_runner.hpp"
 
-#include "trainsim/model/loader.hpp"
-#include "trainsim/model/units.hpp"
+#include "trainsim/model/core/units.hpp"
+#include "trainsim/model/input/loader.hpp"
 
 #include <fmt/format.h>
 #include <catch2/catch.hpp>

@@ -3,7 +3,7 @@
 // directory (the shipped data in scenarios/ is only read by the [data] test at the end).
 //
 // Line and column numbers are written down by counting in the YAML text of the test (1-based).
-#include "trainsim/model/loader.hpp"
+#include "trainsim/model/input/loader.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

@@ -1,9 +1,9 @@
 // FLOPs, parameters and the activation-memory model against published closed forms.
 #include "fixtures.hpp"
-#include "trainsim/model/flops.hpp"
-#include "trainsim/model/layout.hpp"
-#include "trainsim/model/memory_model.hpp"
-#include "trainsim/model/workload.hpp"
+#include "trainsim/model/accounting/flops.hpp"
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/model/workload/workload.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,13 +2,13 @@
 // contention between concurrent groups, an oversubscribed spine, PCIe vs NVSwitch, TP across
 // nodes, calibrated curves, and the `trainsim collective` command.
 #include "fixtures.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/model/workload.hpp"
-#include "trainsim/sim/cli.hpp"
-#include "trainsim/sim/compute_cost.hpp"
-#include "trainsim/sim/estimate.hpp"
-#include "trainsim/sim/executor.hpp"
-#include "trainsim/sim/network.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/workload/workload.hpp"
+#include "trainsim/sim/cli/cli.hpp"
+#include "trainsim/sim/cost/compute_cost.hpp"
+#include "trainsim/sim/network/network.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/step/executor.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

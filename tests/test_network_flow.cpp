@@ -1,5 +1,5 @@
 // Max-min fair bandwidth sharing (sim/flow_model.hpp) against closed-form answers.
-#include "trainsim/sim/flow_model.hpp"
+#include "trainsim/sim/network/flow_model.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // The cluster topology graph (sim/topology.hpp): what gets built and how GPUs reach each other.
 #include "fixtures.hpp"
-#include "trainsim/sim/topology.hpp"
+#include "trainsim/sim/network/topology.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -4,12 +4,12 @@
 #include "cli_runner.hpp"
 #include "fixtures.hpp"
 
-#include "trainsim/model/flops.hpp"
-#include "trainsim/model/layout.hpp"
-#include "trainsim/model/memory_model.hpp"
-#include "trainsim/sim/estimate.hpp"
-#include "trainsim/sim/fit_advice.hpp"
-#include "trainsim/sim/offload.hpp"
+#include "trainsim/model/accounting/flops.hpp"
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/run/offload.hpp"
+#include "trainsim/sim/search/fit_advice.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
 // Result files respect what their path names (issue #19 item 1): a regular file is replaced
 // atomically, a device node or FIFO is written through (never replaced by a file), a symlink is
 // followed (the link stays), "-" is stdout, and temporaries of a killed run are cleaned up.
-#include "trainsim/sim/output_file.hpp"
+#include "trainsim/sim/report/output_file.hpp"
 
 #include <fmt/format.h>
 #include <catch2/catch.hpp>

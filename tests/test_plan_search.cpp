@@ -2,15 +2,15 @@
 #include "cli_runner.hpp"
 #include "fixtures.hpp"
 
-#include "trainsim/model/flops.hpp"
-#include "trainsim/model/layout.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/model/memory_model.hpp"
-#include "trainsim/model/workload.hpp"
-#include "trainsim/sim/estimate.hpp"
-#include "trainsim/sim/parallel_for.hpp"
-#include "trainsim/sim/plan_search.hpp"
-#include "trainsim/sim/run_model.hpp"
+#include "trainsim/model/accounting/flops.hpp"
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/workload/workload.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/run/run_model.hpp"
+#include "trainsim/sim/search/parallel_for.hpp"
+#include "trainsim/sim/search/plan_search.hpp"
 
 #include <fmt/format.h>
 #include <catch2/catch.hpp>

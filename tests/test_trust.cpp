@@ -1,11 +1,11 @@
 // Error bands (docs/trust.md): the error model's quantiles, its lookup by regime, the
 // out-of-domain flags, and the committed table against a regeneration.
 #include "fixtures.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/model/validation_set.hpp"
-#include "trainsim/sim/executor.hpp"
-#include "trainsim/sim/trust.hpp"
-#include "trainsim/sim/validate.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/input/validation_set.hpp"
+#include "trainsim/sim/step/executor.hpp"
+#include "trainsim/sim/trust/trust.hpp"
+#include "trainsim/sim/validate/validate.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
 // The unit parsers of units.hpp: every prefix, bits vs bytes, and the errors a user sees.
 // Expected values come from the definitions in docs/formats.md: kB/MB/GB/TB = 10^3/6/9/12,
 // KiB/MiB/GiB/TiB = 2^10/20/30/40, GB/s = 1e9 B/s, Gbit/s = 1e9/8 B/s.
-#include "trainsim/model/units.hpp"
+#include "trainsim/model/core/units.hpp"
 
 #include <catch2/catch.hpp>
 

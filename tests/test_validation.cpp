@@ -1,11 +1,11 @@
 // Accuracy against published measurements (issue "Accuracy"): every step row of the dev set is
 // simulated, and the error may not rise above what has been reached (a ratchet with a margin).
 #include "fixtures.hpp"
-#include "trainsim/model/flops.hpp"
-#include "trainsim/model/loader.hpp"
-#include "trainsim/model/validation_set.hpp"
-#include "trainsim/sim/estimate.hpp"
-#include "trainsim/sim/validate.hpp"
+#include "trainsim/model/accounting/flops.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/input/validation_set.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/validate/validate.hpp"
 
 #include <catch2/catch.hpp>
 

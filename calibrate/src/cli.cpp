@@ -8,7 +8,7 @@
 #include "trainsim/calibrate/plan.hpp"
 #include "trainsim/calibrate/rendezvous.hpp"
 #include "trainsim/calibrate/show.hpp"
-#include "trainsim/model/loader.hpp"
+#include "trainsim/model/input/loader.hpp"
 
 #include "launcher.hpp"
 #ifdef TRAINSIM_HAVE_MPI

@@ -21,9 +21,9 @@ using nlohmann::json;
 namespace {
 
 // The simulator's attention curve: efficiency(s) = e * s / (s + kAttentionHalfSeq)
-// (sim/src/compute_cost.cpp, from FlashAttention-2 Fig. 4/6).
+// (sim/src/cost/compute_cost.cpp, from FlashAttention-2 Fig. 4/6).
 constexpr double kAttentionHalfSeq = 320.0;
-// The shape profile GEMM efficiencies are quoted at (sim/src/compute_cost.cpp kRefDim).
+// The shape profile GEMM efficiencies are quoted at (sim/src/cost/compute_cost.cpp kRefDim).
 constexpr std::int64_t kRefDim = 8192;
 
 std::optional<Precision> mapped(const FitOptions& o, const std::string& dtype) {

@@ -3,7 +3,7 @@
 #include "trainsim/calibrate/calibrate_error.hpp"
 #include "trainsim/calibrate/measure.hpp"
 #include "trainsim/calibrate/rendezvous.hpp"
-#include "trainsim/model/units.hpp"
+#include "trainsim/model/core/units.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -3,7 +3,7 @@
 // no device.
 #include "trainsim/calibrate/calibrate_error.hpp"
 #include "trainsim/calibrate/cli.hpp"
-#include "trainsim/model/errors.hpp"
+#include "trainsim/model/core/errors.hpp"
 
 #ifdef TRAINSIM_HAVE_CUDA
 #include "trainsim/calibrate/cuda_backend.hpp"

@@ -1,8 +1,8 @@
 // libFuzzer target: the Hugging Face config.json reader (model::load_hf_config,
-// model/src/hf_config.cpp). Documented error: ScenarioError.
+// model/src/input/hf_config.cpp). Documented error: ScenarioError.
 #include "fuzz_support.hpp"
 
-#include "trainsim/model/loader.hpp"
+#include "trainsim/model/input/loader.hpp"
 
 #include <cstddef>
 #include <cstdint>

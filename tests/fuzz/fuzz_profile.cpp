@@ -1,10 +1,10 @@
-// libFuzzer target: the hardware profile reader (model::load_profile, model/src/profile_io.cpp).
+// libFuzzer target: the hardware profile reader (model::load_profile, model/src/input/profile_reader.cpp).
 // Documented error: ProfileError. A profile that loads must also survive write_profile and load
 // again to the same text: the writer's output is a profile the reader accepts (fit writes
 // profiles with it).
 #include "fuzz_support.hpp"
 
-#include "trainsim/model/loader.hpp"
+#include "trainsim/model/input/loader.hpp"
 
 #include <cstddef>
 #include <cstdint>

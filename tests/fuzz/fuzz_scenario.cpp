@@ -4,7 +4,7 @@
 // Documented errors: ScenarioError and ProfileError (both model::InputError).
 #include "fuzz_support.hpp"
 
-#include "trainsim/model/loader.hpp"
+#include "trainsim/model/input/loader.hpp"
 
 #include <cstddef>
 #include <cstdint>

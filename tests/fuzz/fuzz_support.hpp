@@ -9,7 +9,7 @@
 // runaway memory (-rss_limit_mb).
 #pragma once
 
-#include "trainsim/model/errors.hpp"
+#include "trainsim/model/core/errors.hpp"
 
 #include <cxxabi.h>
 #include <unistd.h>

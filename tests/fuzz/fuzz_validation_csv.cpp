@@ -1,10 +1,10 @@
 // libFuzzer target: the validation-set CSV reader (model::load_validation_csv,
-// model/src/validation_set.cpp), with the shipped profiles as its data dir. Documented error:
+// model/src/input/validation_set.cpp), with the shipped profiles as its data dir. Documented error:
 // ScenarioError for a malformed file; a well-formed row that cannot be simulated comes back with
 // skip_reason set.
 #include "fuzz_support.hpp"
 
-#include "trainsim/model/validation_set.hpp"
+#include "trainsim/model/input/validation_set.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // (2 for all of these: bad input or no device).
 #pragma once
 
-#include "trainsim/model/errors.hpp"
+#include "trainsim/model/core/errors.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -19,7 +19,7 @@
 #pragma once
 
 #include "trainsim/calibrate/sample.hpp"
-#include "trainsim/model/hardware_profile.hpp"
+#include "trainsim/model/core/hardware_profile.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -10,7 +10,7 @@
 #pragma once
 
 #include "trainsim/calibrate/sample.hpp"
-#include "trainsim/model/errors.hpp"
+#include "trainsim/model/core/errors.hpp"
 
 #include <nlohmann/json.hpp>
 

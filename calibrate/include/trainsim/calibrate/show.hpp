@@ -3,7 +3,7 @@
 // and the relative difference of each value.
 #pragma once
 
-#include "trainsim/model/hardware_profile.hpp"
+#include "trainsim/model/core/hardware_profile.hpp"
 
 #include <nlohmann/json.hpp>
 

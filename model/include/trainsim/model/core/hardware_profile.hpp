@@ -1,0 +1,180 @@
+// The hardware-profile format shared by trainsim-calibrate (writer) and the simulator (reader).
+// Every number is physical (a peak, a bandwidth, an efficiency, an overhead); in the YAML file each
+// carries its unit and its source. See docs/profile-format.md.
+#pragma once
+
+#include "trainsim/model/core/units.hpp"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainsim::model {
+
+enum class Precision { bf16, fp16, fp8 };
+
+// Where a profile's numbers come from.
+enum class Provenance { datasheet_published, calibrated };
+
+// One GEMM measurement (or table entry): C[M,N] = A[M,K] * B[K,N] in the given precision.
+struct GemmSample {
+    Precision precision = Precision::bf16;
+    long m = 0, n = 0, k = 0;
+    Time time;
+};
+
+// A bandwidth curve t(bytes) = t0 + bytes / bw, as fitted by trainsim-calibrate (alpha-beta).
+struct AlphaBeta {
+    Time alpha;         // fixed cost per call
+    Bandwidth beta_bw;  // asymptotic bandwidth
+};
+
+// A calibrated collective curve for one (op, group size, scope).
+struct CollectiveCurve {
+    std::string op;     // all_reduce | all_gather | reduce_scatter | all_to_all | send_recv
+    int group_size = 0;
+    std::string scope;  // intra_node | inter_node
+    AlphaBeta curve;    // busbw-normalised: t = alpha + bus_bytes / beta_bw
+};
+
+// One measured collective time: the out-of-place `time` of an nccl-tests row (bytes in nccl-tests
+// terms: the all-reduce buffer, the all-gather output, the reduce-scatter input) or a
+// trainsim-calibrate measurement. A profile's samples of one (op, group size, scope) form a curve
+// read by piecewise log-log interpolation (sim/src/network/network.cpp).
+struct CollectiveSample {
+    std::string op;
+    int group_size = 0;
+    std::string scope;  // intra_node | inter_node
+    Bytes bytes;
+    Time time;
+};
+
+// Where each value of a profile comes from (path in the profile file -> source text). Copies share
+// one map until one of them writes (copy on write): the plan search copies a profile into every
+// layout it tries, and the ~40 source strings are only read after loading.
+class SourceMap {
+public:
+    using Map = std::map<std::string, std::string>;
+    using const_iterator = Map::const_iterator;
+    [[nodiscard]] const_iterator begin() const { return map().begin(); }
+    [[nodiscard]] const_iterator end() const { return map().end(); }
+    [[nodiscard]] const_iterator find(const std::string& key) const { return map().find(key); }
+    [[nodiscard]] bool contains(const std::string& key) const { return map().contains(key); }
+    [[nodiscard]] const std::string& at(const std::string& key) const { return map().at(key); }
+    [[nodiscard]] std::size_t size() const { return map().size(); }
+    [[nodiscard]] bool empty() const { return map().empty(); }
+    std::string& operator[](const std::string& key) { return own()[key]; }
+    std::size_t erase(const std::string& key) { return own().erase(key); }
+    friend bool operator==(const SourceMap& a, const SourceMap& b) { return a.map() == b.map(); }
+
+private:
+    [[nodiscard]] const Map& map() const {
+        static const Map kEmpty;
+        return map_ ? *map_ : kEmpty;
+    }
+    Map& own() {
+        if (!map_)
+            map_ = std::make_shared<Map>();
+        else if (map_.use_count() > 1)
+            map_ = std::make_shared<Map>(*map_);
+        return *map_;
+    }
+    std::shared_ptr<Map> map_;
+};
+
+struct HardwareProfile {
+    std::string id;
+    std::string name;
+    Provenance provenance = Provenance::datasheet_published;
+    std::string source_file;  // path the profile was read from (for reports)
+
+    // --- compute ---
+    int sm_count = 0;
+    std::map<Precision, FlopRate> dense_peak;  // absent key: precision unsupported by tensor cores
+    std::map<Precision, std::string> unsupported_reason;  // why (e.g. "A100 has no FP8 tensor cores")
+    // Fraction of dense peak reached by large, well-shaped GEMMs (cuBLASLt, measured/published).
+    std::map<Precision, double> gemm_efficiency;
+    // Tensor-core clock sustained through a training run (every GPU of the node at its power cap,
+    // communication overlapping compute) relative to the clock of the short GEMM / attention
+    // benchmarks the efficiencies above come from. Scales GEMM and attention throughput, not
+    // memory-bound kernels (the memory clock does not throttle).
+    double sustained_clock_ratio = 1.0;
+    // FP8 GEMM throughput with split (FP32-promoted) accumulation, as Transformer Engine and
+    // torchao run the backward (dgrad / wgrad) GEMMs, relative to fast accumulation (forward).
+    double fp8_split_accumulate_speed = 1.0;
+    // Output tile of the GEMM kernels used for wave quantisation (tiles spread over SMs).
+    int gemm_tile_m = 128;
+    int gemm_tile_n = 256;
+    // Fraction of the BF16 dense peak reached by causal flash attention at long sequence.
+    double attention_fwd_efficiency = 0.5;
+    double attention_bwd_efficiency = 0.4;
+    // The same for the Triton flash-attention kernel (llm-foundry's attn_impl: triton); 0 = not
+    // given, then 0.65 x the fused kernel's (FlashAttention-2 paper, A100).
+    double triton_attention_fwd_efficiency = 0.0;
+    double triton_attention_bwd_efficiency = 0.0;
+    // The same for FlashAttention-2 kernels (PyTorch SDPA's flash backend); 0 = not given, then
+    // the fused kernel's (on GPUs where FlashAttention-2 is the fastest kernel, e.g. Ampere).
+    double flash2_attention_fwd_efficiency = 0.0;
+    double flash2_attention_bwd_efficiency = 0.0;
+    // Fixed per-kernel cost (launch + tail), added to every kernel.
+    Time kernel_overhead = Time::us(4);
+    // Host time of one eager PyTorch op issued from Python (binding + dispatcher), for host loops
+    // that issue one op per rank (list-API collectives). PyTorch operator micro-benchmark of a
+    // view op (split, eager, CUDA): 3.3 us (pytorch/pytorch PR #32194).
+    Time host_op_overhead = Time::us(3.3);
+
+    // --- memory ---
+    Bytes hbm_capacity;
+    Bandwidth hbm_bandwidth;
+    double hbm_efficiency = 0.8;  // achievable fraction of HBM bandwidth (STREAM-like)
+    Bytes reserved_memory;        // CUDA context, NCCL buffers, allocator fragmentation
+
+    // --- interconnect ---
+    Bandwidth nvlink_bandwidth;   // per GPU, per direction; zero = no NVLink
+    double nvlink_efficiency = 0.8;  // fraction NCCL reaches (busbw / link rate)
+    bool nvls = false;            // NVLink SHARP on NVSwitch
+    double nvls_efficiency = 0.0; // busbw / link rate with NVLS all-reduce
+    Bandwidth pcie_bandwidth;     // host link per GPU, per direction
+    double pcie_efficiency = 0.8;
+    Time intra_node_latency = Time::us(8);  // per collective step inside a node
+    Time inter_node_latency = Time::us(20); // per collective step across nodes
+    double nic_efficiency = 0.9;  // fraction of the NIC line rate reached by NCCL
+
+    // --- overlap ---
+    // Compute slowdown while communication kernels run concurrently (SM and HBM contention):
+    // a compute kernel runs at 1/(1+x) speed while a collective is in flight on the same GPU.
+    double comm_compute_slowdown = 0.1;
+
+    // --- the typical node this GPU ships in (defaults for the cluster section and validation) ---
+    int default_gpus_per_node = 8;
+    int default_nics_per_node = 8;                      // e.g. DGX A100 / H100: one NIC per GPU
+    Bandwidth default_nic_rate = Bandwidth(400e9 / 8);  // per NIC, per direction
+    // The node's host side, for CPU offload (zero: not given): its memory, the peak bandwidth of
+    // that memory (all sockets), and the fraction of it CPU Adam streams at.
+    Bytes default_host_memory;
+    Bandwidth host_memory_bandwidth;
+    double cpu_adam_efficiency = 0;
+
+    // --- calibrated tables (empty for datasheet profiles) ---
+    // The largest relative error of the fits behind the compute tables (GEMM sweep, memory
+    // curve, attention) and behind the collective curves, over their own samples; present (in
+    // `sources`) only in profiles trainsim-calibrate fitted.
+    double compute_fit_residual = 0;
+    double comm_fit_residual = 0;
+    std::vector<GemmSample> gemm_table;
+    std::map<Precision, AlphaBeta> memory_curve;
+    std::vector<CollectiveCurve> collectives;
+    std::vector<CollectiveSample> collective_times;
+
+    // Where each value comes from, keyed by its path in the profile file ("memory.hbm_bandwidth",
+    // "compute.dense_peak.fp8"; "calibrated" for the calibrated tables). Filled by load_profile;
+    // write_profile refuses to write a value without one.
+    SourceMap sources;
+};
+
+[[nodiscard]] std::string to_string(Precision p);
+[[nodiscard]] std::string to_string(Provenance p);
+
+} // namespace trainsim::model

@@ -1,0 +1,34 @@
+// Hardware-profile files (docs/formats.md section 3): read strictly (every problem with
+// file:line:col and key path) and written so that they read back exactly. The profile format is
+// shared by trainsim-calibrate (the writer) and the simulator (the reader); the scenario loader
+// (loader.hpp) resolves a plan's GPU through resolve_profile.
+#pragma once
+
+#include "trainsim/model/core/errors.hpp"
+#include "trainsim/model/core/hardware_profile.hpp"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace trainsim::model {
+
+// A profile by path, or by id looked up in data_dir/hardware/<id>.yaml.
+[[nodiscard]] HardwareProfile load_profile(const std::filesystem::path& file);
+[[nodiscard]] HardwareProfile resolve_profile(const std::string& id_or_path,
+                                              const std::filesystem::path& relative_to,
+                                              const std::filesystem::path& data_dir);
+// The file resolve_profile reads (it need not exist): id_or_path is a path when it contains a '/'
+// or ends in .yaml / .yml (relative paths are taken from relative_to), else an id looked up as
+// data_dir/hardware/<id>.yaml.
+[[nodiscard]] std::filesystem::path profile_path(const std::string& id_or_path,
+                                                 const std::filesystem::path& relative_to,
+                                                 const std::filesystem::path& data_dir);
+// Writes a profile in the same format (used by trainsim-calibrate fit). Never overwrites unless
+// force; throws ProfileError naming the file otherwise.
+void write_profile(const HardwareProfile& profile, const std::filesystem::path& file, bool force);
+
+// Ids (file stems) of the *.yaml files in dir, sorted; empty when dir does not exist.
+[[nodiscard]] std::vector<std::string> list_ids(const std::filesystem::path& dir);
+
+} // namespace trainsim::model

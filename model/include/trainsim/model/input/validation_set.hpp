@@ -1,0 +1,47 @@
+// Published training measurements (../shared/validation/README.md schema) turned into plans.
+// Blank cells are filled with what the row's framework would use, and every such choice is
+// recorded so `trainsim validate` can say what it chose.
+#pragma once
+
+#include "trainsim/model/core/scenario.hpp"
+#include "trainsim/model/framework/framework_profile.hpp"
+
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace trainsim::model {
+
+struct ValidationRow {
+    std::string id;
+    int line = 0;  // in the CSV file
+    std::string source_group;
+    std::string source;
+    std::string gpu;
+    std::string framework;
+    std::string kind;  // step | end_to_end
+    double measured_tokens_per_s_per_gpu = 0;
+    Plan plan;                         // valid only when skip_reason is empty
+    std::vector<std::string> choices;  // "micro_batch=1 (blank; Megatron default)"...
+    // Blank cells the simulator may tune as the source's benchmark would have been tuned.
+    bool micro_batch_blank = false;
+    bool recompute_blank = false;
+    bool vp_blank = false;  // pp > 1 and the source does not say whether it interleaved
+    // Blank tp / pp that could not follow from the GPU count and took the frameworks' default 1:
+    // the source's layout is unknown, so a plan that does not fit says so rather than blaming
+    // the memory model.
+    std::vector<std::string> defaulted_degrees;
+    bool dp_blank = false;                // dp followed from the GPU count
+    bool sequence_parallel_blank = false; // taken from the framework (tp > 1)
+    bool vp_cell_blank = false;           // the vp cell itself (vp_blank also needs pp > 1)
+    std::string skip_reason;           // why the row cannot be simulated
+};
+
+// Reads the CSV (RFC 4180 quoting). A malformed file (missing column, unparsable number) throws
+// ScenarioError naming file:line and column; a row that is well-formed but cannot be simulated
+// (unknown GPU profile, layout that breaks a rule) is returned with skip_reason set.
+[[nodiscard]] std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file,
+                                                             const std::filesystem::path& data_dir);
+
+} // namespace trainsim::model

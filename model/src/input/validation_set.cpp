@@ -1,0 +1,384 @@
+#include "trainsim/model/input/validation_set.hpp"
+
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/core/errors.hpp"
+#include "trainsim/model/input/loader.hpp"
+
+#include "input_support.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <utility>
+
+namespace trainsim::model {
+
+namespace {
+
+// Leading and trailing blanks of a cell are not data.
+std::string trimmed(const std::string& s) {
+    const auto first = s.find_first_not_of(" \t");
+    if (first == std::string::npos) return {};
+    return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+// RFC 4180 record reader: fields separated by commas, optionally quoted with "" escapes; a quoted
+// field may span lines. Returns false at end of input.
+bool read_record(std::istream& in, std::vector<std::string>& fields, int& line) {
+    fields.clear();
+    std::string cur;
+    bool quoted = false, any = false;
+    char c = 0;
+    while (in.get(c)) {
+        any = true;
+        if (quoted) {
+            if (c == '"') {
+                if (in.peek() == '"') {
+                    cur.push_back('"');
+                    in.get();
+                } else {
+                    quoted = false;
+                }
+            } else {
+                if (c == '\n') ++line;
+                cur.push_back(c);
+            }
+        } else if (c == '"') {
+            quoted = true;
+        } else if (c == ',') {
+            fields.push_back(std::move(cur));
+            cur.clear();
+        } else if (c == '\n') {
+            ++line;
+            break;
+        } else if (c != '\r') {
+            cur.push_back(c);
+        }
+    }
+    if (!any) return false;
+    fields.push_back(std::move(cur));
+    for (auto& f : fields) f = trimmed(f);
+    return true;
+}
+
+const std::vector<std::string> kRequired{"id", "source_group", "source", "model", "layers", "hidden", "heads",
+                                         "kv_heads", "ffn", "ffn_type", "vocab", "seq_len", "gpu", "num_gpus", "tp",
+                                         "pp", "vp", "cp", "dp", "sequence_parallel", "sharding", "micro_batch",
+                                         "global_batch", "recompute", "precision", "framework", "kind",
+                                         "tokens_per_s_per_gpu"};
+
+// A cell naming one of `table`'s values, case-blind, '-' and '_' alike ("FP8", "dist-opt").
+template <class T>
+std::optional<T> enum_value(const std::string& s, std::initializer_list<std::pair<const char*, T>> table) {
+    const std::string key = canonical_name(s);
+    for (const auto& [name, v] : table)
+        if (key == canonical_name(name)) return v;
+    return std::nullopt;
+}
+
+// The scenario key an integer column fills: its value gets that key's checks (check_key_value:
+// the physical range), so that a row cannot ask for what a scenario may not (a 1e8-layer model).
+std::optional<std::string> key_of_column(std::string_view column) {
+    static const std::map<std::string_view, std::string> kKeyOf{
+        {"layers", "model.layers"},         {"hidden", "model.hidden"},     {"heads", "model.heads"},
+        {"kv_heads", "model.kv_heads"},     {"ffn", "model.ffn"},           {"vocab", "model.vocab"},
+        {"seq_len", "training.seq_len"},    {"global_batch", "training.global_batch"},
+        {"micro_batch", "training.micro_batch"}, {"num_gpus", "parallel.dp"}, {"tp", "parallel.tp"},
+        {"pp", "parallel.pp"},              {"vp", "parallel.vp"},          {"cp", "parallel.cp"},
+        {"dp", "parallel.dp"}};
+    const auto key = kKeyOf.find(column);
+    if (key == kKeyOf.end()) return std::nullopt;
+    return key->second;
+}
+
+} // namespace
+
+std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file, const std::filesystem::path& data_dir) {
+    const std::string fname = file.string();
+    std::istringstream in;
+    {
+        detail::Diags read_problems;
+        // Validation files are larger than scenarios (a 100k-row file is ~30 MiB) but bounded too.
+        auto text = detail::read_text(file, detail::Site{fname, 0, 0, ""}, read_problems, std::size_t{256} << 20);
+        if (!text) throw ScenarioError(std::move(read_problems));
+        in.str(std::move(*text));
+    }
+    std::vector<std::string> header;
+    int line = 1;
+    if (!read_record(in, header, line)) throw ScenarioError({Diagnostic{fname, 1, 1, "", "the file is empty"}});
+    // A UTF-8 byte-order mark (spreadsheet exports) is not part of the first column's name.
+    if (constexpr std::string_view bom = "\xEF\xBB\xBF"; header.front().starts_with(bom))
+        header.front() = trimmed(header.front().substr(bom.size()));
+    std::map<std::string, std::size_t> col;
+    for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+    std::vector<Diagnostic> diags;
+    for (const auto& k : kRequired)
+        if (!col.contains(k)) diags.push_back({fname, 1, 1, k, "missing column"});
+    if (!diags.empty()) throw ScenarioError(std::move(diags));
+
+    std::map<std::string, HardwareProfile> profiles;
+    std::vector<ValidationRow> rows;
+    std::vector<std::string> f;
+    for (int start = line; read_record(in, f, line); start = line) {
+        if (f.size() == 1 && f[0].empty()) continue;  // blank line
+        if (f.size() != header.size()) {
+            diags.push_back({fname, start, 1, "", fmt::format("{} fields, the header has {}", f.size(), header.size())});
+            continue;
+        }
+        auto cell = [&](const std::string& k) -> const std::string& { return f[col.at(k)]; };
+        auto column_of = [&](const std::string& k) { return static_cast<int>(col.at(k)) + 1; };
+        // A blank cell is data ("the source does not say"), not a malformed file: a blank the
+        // simulation cannot do without makes this row a skipped one, with the columns named.
+        std::vector<std::string> blank_required;
+        auto num = [&](const std::string& k, bool required) -> std::optional<double> {
+            const auto& s = cell(k);
+            if (s.empty()) {
+                if (required) blank_required.push_back(k);
+                return std::nullopt;
+            }
+            double v = 0;
+            auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+            // Every number of the schema is a count or a rate: zero is as wrong as negative (a
+            // zero GPU count or measured rate has no step time to compare).
+            if (ec != std::errc() || p != s.data() + s.size() || !(v > 0) || !std::isfinite(v)) {
+                diags.push_back({fname, start, column_of(k), k, fmt::format("'{}' is not a positive number", s)});
+                return std::nullopt;
+            }
+            return v;
+        };
+        auto integer = [&](const std::string& k, bool required, int fallback) {
+            auto v = num(k, required);
+            if (!v) return fallback;
+            if (*v != std::floor(*v) || *v > 1e9) {
+                diags.push_back({fname, start, column_of(k), k, fmt::format("'{}' is not a whole number", cell(k))});
+                return fallback;
+            }
+            if (const auto key = key_of_column(k)) {
+                const auto problems = check_key_value(*key, fmt::format("{:.0f}", *v));
+                for (const auto& m : problems) diags.push_back({fname, start, column_of(k), k, m});
+                if (!problems.empty()) return fallback;
+            }
+            return static_cast<int>(*v);
+        };
+
+        ValidationRow r;
+        r.line = start;
+        r.id = cell("id");
+        r.source_group = cell("source_group");
+        r.source = cell("source");
+        r.gpu = cell("gpu");
+        // A profile id (not a path) is matched as a canonical name: "H100-SXM", "h100_sxm".
+        if (r.gpu.find('/') == std::string::npos && !r.gpu.ends_with(".yaml")) {
+            const std::string written = r.gpu;
+            r.gpu = canonical_name(written);
+            if (r.gpu != written) r.choices.push_back(fmt::format("gpu={} (written '{}')", r.gpu, written));
+        }
+        r.framework = cell("framework");
+        r.kind = canonical_name(cell("kind"));
+        std::replace(r.kind.begin(), r.kind.end(), '-', '_'); // "End-to-end" -> end_to_end
+        if (r.kind.empty()) {
+            r.kind = "step";
+            r.choices.push_back("kind=step (blank: a steady-state throughput)");
+        }
+        r.measured_tokens_per_s_per_gpu = num("tokens_per_s_per_gpu", true).value_or(0);
+        const auto fw = framework_profile(r.framework);
+        r.choices.push_back("framework: " + fw.why);
+        // A misspelt family ("megatorn-lm") is worth a word: it is modelled as a generic stack.
+        if (!known_framework(r.framework))
+            if (auto hint = detail::did_you_mean(canonical_name(r.framework), framework_families()); !hint.empty())
+                r.choices.push_back(fmt::format("framework '{}' is not a known family{}", r.framework, hint));
+
+        Plan& p = r.plan;
+        p.name = "row " + r.id;
+        ModelArch& m = p.model;
+        m.name = cell("model");
+        m.source = r.source;
+        m.layers = integer("layers", true, 1);
+        m.hidden = integer("hidden", true, 1);
+        // Blank heads: 128-wide heads, the head size of GPT-3's 6.7B and larger, Megatron's GPT
+        // recipes and the Llama family.
+        constexpr int kDefaultHeadDim = 128;
+        m.heads = integer("heads", false, std::max(1, m.hidden / kDefaultHeadDim));
+        if (cell("heads").empty())
+            r.choices.push_back(fmt::format("heads={} (blank: {}-wide heads)", m.heads, kDefaultHeadDim));
+        m.kv_heads = integer("kv_heads", false, m.heads);
+        if (cell("kv_heads").empty()) r.choices.push_back("kv_heads = heads (blank: multi-head attention)");
+        m.head_dim = m.heads > 0 ? m.hidden / m.heads : 1;
+        m.vocab = integer("vocab", true, 1);
+        if (auto t = enum_value<FfnType>(cell("ffn_type"),
+                                         {{"swiglu", FfnType::swiglu}, {"gelu", FfnType::gelu}, {"relu2", FfnType::relu2}}))
+            m.ffn_type = *t;
+        else if (cell("ffn_type").empty())
+            blank_required.push_back("ffn_type");
+        else
+            diags.push_back({fname, start, column_of("ffn_type"), "ffn_type",
+                             fmt::format("'{}' is not one of swiglu, gelu, relu2", cell("ffn_type"))});
+        // Blank ffn: Megatron-LM's default width (arguments.py): 4 x hidden; with SwiGLU two
+        // thirds of it, rounded down to a multiple of 64, so the gated MLP keeps the parameters
+        // of the 4h one.
+        const int default_ffn = m.ffn_type == FfnType::swiglu ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden;
+        m.ffn = integer("ffn", false, std::max(1, default_ffn));
+        if (cell("ffn").empty() && !cell("ffn_type").empty())
+            r.choices.push_back(
+                fmt::format("ffn={} (blank: Megatron-LM's default width for {})", m.ffn, cell("ffn_type")));
+
+        p.training.seq_len = integer("seq_len", true, 1);
+        p.training.global_batch = integer("global_batch", true, 1);
+        p.training.tokens = 1e12;  // throughput does not depend on it
+        const int gpus = integer("num_gpus", true, 1);
+        auto& par = p.parallel;
+        par.tp = integer("tp", false, 1);
+        par.pp = integer("pp", false, 1);
+        par.cp = integer("cp", false, 1);
+        par.dp = integer("dp", false, 0);
+        // A blank degree: dp follows from the GPU count; so does tp, pp or cp when it is the only
+        // blank one and dp is given (the GPUs the others leave); otherwise a blank degree is the
+        // frameworks' default, 1. Context parallelism is newer than most sources: a blank cp only
+        // competes for the GPUs when tp and pp are both given.
+        const bool dp_given = par.dp != 0;
+        const bool tp_pp_given = !cell("tp").empty() && !cell("pp").empty();
+        const int blanks = static_cast<int>(cell("tp").empty()) + static_cast<int>(cell("pp").empty()) +
+                           static_cast<int>(tp_pp_given && cell("cp").empty());
+        for (auto [name, deg] : {std::pair<const char*, int*>{"tp", &par.tp}, {"pp", &par.pp}, {"cp", &par.cp}}) {
+            if (!cell(name).empty()) continue;
+            const bool is_cp = std::string_view(name) == "cp";
+            const int others = par.tp * par.pp * par.cp * par.dp; // the blank degree is still 1
+            if (dp_given && blanks == 1 && (!is_cp || tp_pp_given) && gpus % others == 0 && gpus / others > 1) {
+                *deg = gpus / others;
+                r.choices.push_back(fmt::format("{}={} (blank: the GPUs the other degrees leave)", name, *deg));
+            } else if (!is_cp) {
+                r.choices.push_back(fmt::format("{}=1 (blank)", name));
+                r.defaulted_degrees.push_back(name);
+            }
+        }
+        par.vp = integer("vp", false, 1);
+        r.vp_cell_blank = cell("vp").empty();
+        r.vp_blank = r.vp_cell_blank && par.pp > 1;
+        r.dp_blank = !dp_given;
+        if (!dp_given) {
+            par.dp = derive_dp(gpus, par.tp, par.pp, par.cp);
+            r.choices.push_back(fmt::format("dp={} (blank: from the GPU count)", par.dp));
+        }
+        if (!cell("micro_batch").empty()) {
+            p.training.micro_batch = integer("micro_batch", false, 1);
+            // A global batch that is not a whole number of micro-batches on every data-parallel
+            // rank (Composer splits 48 into 11, 11, 11, 11, 4): simulated at the nearest whole
+            // number, at least one micro-batch per rank, since tokens/s/GPU hardly depends on the
+            // count. Megatron and NeMo refuse such a batch; a source that reports one ran it.
+            const long per_step = static_cast<long>(p.training.micro_batch) * par.dp;
+            const int written = p.training.global_batch;
+            if (per_step > 0 && written > 0 && written % per_step != 0 && r.defaulted_degrees.empty()) {
+                const long steps =
+                    std::max(1L, std::lround(static_cast<double>(written) / static_cast<double>(per_step)));
+                p.training.global_batch = static_cast<int>(steps * per_step);
+                r.choices.push_back(fmt::format(
+                    "global_batch={} (written {}: not a whole number of micro-batches of {} on {} data-parallel ranks; "
+                    "the nearest that is)",
+                    p.training.global_batch, written, p.training.micro_batch, par.dp));
+            }
+        } else {
+            p.training.micro_batch = 1;
+            r.micro_batch_blank = true;
+        }
+        if (cell("sequence_parallel").empty()) {
+            r.sequence_parallel_blank = true;
+            par.sequence_parallel = par.tp > 1 && fw.parallel.sequence_parallel;
+            r.choices.push_back(fmt::format("sequence_parallel={} (blank: {})", par.sequence_parallel, fw.name));
+        } else {
+            const auto sp = enum_value<bool>(
+                cell("sequence_parallel"),
+                {{"true", true}, {"false", false}, {"yes", true}, {"no", false}, {"1", true}, {"0", false}});
+            if (!sp)
+                diags.push_back({fname, start, column_of("sequence_parallel"), "sequence_parallel",
+                                 fmt::format("'{}' is not true or false", cell("sequence_parallel"))});
+            par.sequence_parallel = sp.value_or(false);
+        }
+        if (auto s = enum_value<Sharding>(cell("sharding"), {{"none", Sharding::none}, {"dist_opt", Sharding::dist_opt},
+                                                              {"zero1", Sharding::zero1}, {"zero2", Sharding::zero2},
+                                                              {"zero3", Sharding::zero3}, {"fsdp", Sharding::fsdp},
+                                                              {"hsdp", Sharding::hsdp}})) {
+            par.sharding = *s;
+        } else {
+            par.sharding = fw.parallel.sharding;
+            r.choices.push_back(fmt::format("sharding={} (blank: {})", to_string(par.sharding), fw.name));
+        }
+        if (auto rc = enum_value<Recompute>(cell("recompute"), {{"none", Recompute::none},
+                                                                  {"selective", Recompute::selective},
+                                                                  {"full", Recompute::full}})) {
+            par.recompute = *rc;
+        } else {
+            par.recompute = fw.parallel.recompute;
+            r.recompute_blank = true;
+        }
+        if (auto pr = enum_value<Precision>(
+                cell("precision"), {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}})) {
+            p.precision = *pr;
+        } else if (cell("precision").empty()) {
+            p.precision = fw.precision;
+            r.choices.push_back(fmt::format("precision={} (blank: {})", to_string(p.precision), fw.name));
+        } else
+            diags.push_back({fname, start, column_of("precision"), "precision",
+                             fmt::format("'{}' is not one of bf16, fp16, fp8", cell("precision"))});
+        // The framework's behaviours; the layout columns were read above (blank ones as it would).
+        p.parallel.framework = r.framework;
+        apply_framework_profile(fw, p, [](std::string_view key) {
+            return key == "parallel.sharding" || key == "parallel.recompute" || key == "parallel.sequence_parallel";
+        });
+
+        if (r.kind != "step" && r.kind != "end_to_end" && blank_required.empty()) {
+            r.skip_reason = fmt::format("kind '{}' is not one of step, end_to_end", r.kind);
+            rows.push_back(std::move(r));
+            continue;
+        }
+        if (!blank_required.empty()) {
+            r.skip_reason = fmt::format("blank {}: the simulation needs {} (the source does not say)",
+                                        fmt::join(blank_required, ", "), blank_required.size() == 1 ? "it" : "them");
+            rows.push_back(std::move(r));
+            continue;
+        }
+        // Hardware and cluster: the profile's typical node (GPUs and NICs per node).
+        try {
+            auto it = profiles.find(r.gpu);
+            if (it == profiles.end()) it = profiles.emplace(r.gpu, resolve_profile(r.gpu, file.parent_path(), data_dir)).first;
+            p.hardware = it->second;
+        } catch (const InputError& e) {
+            // The profile's own problem, with its file, line and key (a broken profile is not an
+            // unknown one).
+            r.skip_reason =
+                fmt::format("GPU profile '{}' cannot be used: {}", r.gpu,
+                            e.diagnostics().empty() ? std::string(e.what()) : e.diagnostics().front().format());
+            rows.push_back(std::move(r));
+            continue;
+        }
+        p.cluster.gpu = r.gpu;
+        p.cluster.gpus_per_node = std::min(gpus, p.hardware.default_gpus_per_node);
+        p.cluster.nodes = (gpus + p.cluster.gpus_per_node - 1) / p.cluster.gpus_per_node;
+        p.cluster.nics_per_node = p.hardware.default_nics_per_node;
+        p.cluster.nic_rate = p.hardware.default_nic_rate;
+        r.choices.push_back(fmt::format("cluster: {} nodes x {} GPUs, {} NICs x {} per node (profile's typical node)",
+                                        p.cluster.nodes, p.cluster.gpus_per_node, p.cluster.nics_per_node,
+                                        format_bandwidth(p.cluster.nic_rate)));
+        if (p.cluster.nodes * p.cluster.gpus_per_node != gpus) {
+            r.skip_reason = fmt::format("{} GPUs do not fill whole nodes of {}", gpus, p.cluster.gpus_per_node);
+        }
+        // With blank degrees left at the default 1, validate chooses them (and checks the layout).
+        if (r.skip_reason.empty() && r.defaulted_degrees.empty()) {
+            for (const auto& prob : check_layout(p)) {
+                r.skip_reason += (r.skip_reason.empty() ? "" : "; ") + prob.key + ": " + prob.message;
+            }
+        }
+        rows.push_back(std::move(r));
+    }
+    if (!diags.empty()) throw ScenarioError(std::move(diags));
+    return rows;
+}
+
+} // namespace trainsim::model

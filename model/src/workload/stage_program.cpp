@@ -1,0 +1,347 @@
+// A stage's program along its pipeline schedule, its pipeline transfers and the optimizer
+// (builder.hpp).
+#include "builder.hpp"
+
+namespace trainsim::model::workload_detail {
+
+OpGraph Builder::build() {
+    for (int stage = 0; stage < p_.pp; ++stage) g_.stages.push_back(build_stage(stage));
+    return std::move(g_);
+}
+
+StageProgram Builder::build_stage(int stage) {
+    StageState st;
+    const int pp = p_.pp, vp = p_.vp, mbs = g_.microbatches;
+    const int dp_group = p_.dp * p_.cp;
+    const bool first_stage = stage == 0;
+    const bool last_stage = stage == pp - 1;
+    const bool has_head = last_stage;
+    const bool has_embed = first_stage;
+    const auto schedule = pipeline_schedule(stage, pp, vp, mbs);
+    deferred_.clear();
+    last_compute_ = kNone;
+    prev_compute_ = kNone;
+    last_reduce_ = kNone;
+    seg_.clear();
+    seg_pos_ = 0;
+    seg_prefetched_ = next_first_ = last_module_gate_ = kNone;
+
+    // Units per chunk in backward order: [head], layers last..first, [embedding].
+    std::vector<std::vector<int>> chunk_units(static_cast<std::size_t>(vp));
+    for (int c = 0; c < vp; ++c) {
+        const int vs = c * pp + stage;
+        auto& u = chunk_units[static_cast<std::size_t>(c)];
+        if (vs == pp * vp - 1 && has_head) u.push_back(kHeadUnit);
+        for (int l = chunk_layers(m_.layers, pp, vp, stage, c) - 1; l >= 0; --l) u.push_back(l);
+        if (vs == 0 && has_embed) u.push_back(kEmbedUnit);
+    }
+    double local_params = 0, layer_params = 0; // layer_params: the FP8 GEMMs' weights
+    for (const auto& u : chunk_units)
+        for (int unit : u) {
+            local_params += unit_params(unit);
+            if (unit >= 0) layer_params += unit_params(unit);
+        }
+
+    // DP buckets (Megatron DDP): per chunk, filled in backward order.
+    std::vector<Bucket> buckets;
+    std::vector<std::vector<int>> unit_bucket(static_cast<std::size_t>(vp));  // indexed by unit slot
+    if (!per_layer_sharding() && dp_group > 1) {
+        for (int c = 0; c < vp; ++c) {
+            Bucket cur;
+            cur.chunk = c;
+            for (int unit : chunk_units[static_cast<std::size_t>(c)]) {
+                cur.params += unit_params(unit);
+                cur.units.push_back(unit);
+                if (cur.params >= p_.dp_bucket_params) {
+                    buckets.push_back(cur);
+                    cur = Bucket{};
+                    cur.chunk = c;
+                }
+            }
+            if (!cur.units.empty()) buckets.push_back(cur);
+        }
+    }
+    auto bucket_of = [&](int chunk, int unit) -> int {
+        for (std::size_t b = 0; b < buckets.size(); ++b)
+            if (buckets[b].chunk == chunk &&
+                std::find(buckets[b].units.begin(), buckets[b].units.end(), unit) != buckets[b].units.end())
+                return static_cast<int>(b);
+        return -1;
+    };
+
+    const bool sharded_opt = p_.sharding == Sharding::dist_opt || p_.sharding == Sharding::zero1 ||
+                             p_.sharding == Sharding::zero2 ||
+                             (p_.sharding != Sharding::none && !per_layer_sharding());
+    // Parameter all-gathers of the distributed optimizer (for this step, issued at its start).
+    std::vector<std::uint32_t> bucket_gather(buckets.size(), kNone);
+    if (sharded_opt && dp_group > 1) {
+        // Forward order: chunks ascending, buckets within a chunk reversed.
+        for (int c = 0; c < vp; ++c) {
+            for (int b = static_cast<int>(buckets.size()) - 1; b >= 0; --b) {
+                if (buckets[static_cast<std::size_t>(b)].chunk != c) continue;
+                const auto proto = collective("param_ag", CollectiveOp::all_gather, Group::dp_cp,
+                                              gather_bytes(buckets[static_cast<std::size_t>(b)]));
+                bucket_gather[static_cast<std::size_t>(b)] =
+                    emit(st, proto, Stream::dp_gather, Category::dp_comm, 0, c);
+            }
+        }
+        if (!p_.overlap_param_gather) {
+            for (auto gop : bucket_gather) st.pending.push_back(gop);
+        }
+    }
+    if (plan_.precision == Precision::fp8) {
+        // FP8 weight cast + transpose once per step (TE caches it across micro-batches) of the
+        // layers' GEMM weights (the embedding and the head stay BF16): read the BF16 weight,
+        // write the FP8 weight and its transpose; with FP8 primary weights only the transpose
+        // (read 1 B, write 1 B).
+        compute(st, memory("fp8_weight_cast", layer_params * (p_.fp8_params ? 1.0 + 1.0 : 2.0 + 2.0)),
+                Category::forward, 0, 0);
+    }
+
+    // FSDP / ZeRO-3 / HSDP per-unit gathers and reduce-scatters.
+    const double shard = shard_size();
+    // `prefetched`: the op after which a prefetched gather may start (the unit two back);
+    // `current`: the op after which any gather may start (the previous unit). Without
+    // prefetch both are the previous unit.
+    // `first_module`: with fsdp_fetch: module, the weight a layer unit's pass fetches first.
+    auto unit_gather = [&](int unit, int mb, int chunk, std::uint32_t prefetched, std::uint32_t current,
+                           int first_module) -> std::uint32_t {
+        if (!per_layer_sharding() || shard <= 1) return kNone;
+        if (unit >= 0 && module_fetch()) {
+            prefetch_first_module(st, first_module, mb, chunk);
+            return kNone;
+        }
+        // A layer's parameters arrive in fsdp_gathers_per_layer collectives (each paying the
+        // ring latency); the embedding and the head are one tensor each.
+        const int pieces = unit >= 0 ? std::max(1, p_.fsdp_gathers_per_layer) : 1;
+        const double piece_params = unit_params(unit) / pieces;
+        const auto proto = collective("fsdp_ag", CollectiveOp::all_gather, shard_group(), 2.0 * piece_params);
+        mark_list_collective(proto);
+        // The pieces run in order on the gather stream. The prefetch budget covers the first
+        // ones; the rest also wait for the unit in use. As DeepSpeed's prefetcher, a piece is
+        // taken while the budget is not yet reached, so at least one.
+        std::uint32_t last = kNone;
+        for (int i = 0; i < pieces; ++i) {
+            const bool ahead = p_.fsdp_prefetch && (p_.fsdp_prefetch_bucket_params <= 0 ||
+                                                    i * piece_params < p_.fsdp_prefetch_bucket_params);
+            last = emit(st, proto, Stream::dp_gather, Category::dp_comm, mb, chunk,
+                        gather_gates(ahead ? prefetched : current));
+        }
+        return last;
+    };
+
+    std::vector<std::uint32_t> dp_reduce_ops;
+    std::vector<int> remaining_units_in_bucket(buckets.size());
+    for (std::size_t b = 0; b < buckets.size(); ++b)
+        remaining_units_in_bucket[b] = static_cast<int>(buckets[b].units.size());
+    // The last micro-batch's backward of each chunk triggers the grad sync (or every
+    // micro-batch with ZeRO-2).
+    std::vector<int> bwd_count(static_cast<std::size_t>(vp), 0);
+
+    // A stage boundary's activation (and gradient): split over the TP ranks by sequence
+    // parallelism or by the scatter/gather optimisation, else sent whole by every TP rank.
+    const double act_bytes = kActBytes * static_cast<double>(tokens_) * m_.hidden;
+    const bool scatter_gather = p_.tp > 1 && !p_.sequence_parallel && p_.pp_scatter_gather;
+    const double act_bytes_p2p = p_.sequence_parallel || scatter_gather ? act_bytes / p_.tp : act_bytes;
+    const ProtoId send_act = p2p("send_act", OpKind::send, act_bytes_p2p);
+    const ProtoId recv_act = p2p("recv_act", OpKind::recv, act_bytes_p2p);
+    const ProtoId send_grad = p2p("send_grad", OpKind::send, act_bytes_p2p);
+    const ProtoId recv_grad = p2p("recv_grad", OpKind::recv, act_bytes_p2p);
+    // Megatron-LM 2021-22 synchronizes the device after each batched transfer: the host waits
+    // for the receive (the send it was batched with goes first in program order).
+    if (p_.host_sync_p2p) g_.protos[recv_act].host_sync = g_.protos[recv_grad].host_sync = true;
+    // The receiver reassembles a scattered tensor with an all-gather over the TP group
+    // (gather_split_1d_tensor) before the stage computes with it.
+    const ProtoId p2p_gather =
+        scatter_gather ? collective("pp_gather", CollectiveOp::all_gather, Group::tp, act_bytes) : 0;
+    const int nvs = pp * vp;
+    auto tag = [&](bool fwd, int chunk_dst, int mb) {
+        return static_cast<std::uint32_t>(((fwd ? 0 : 1) * vp + chunk_dst) * mbs + mb);
+    };
+
+    for (const auto& it : schedule) {
+        const int vs = it.chunk * pp + stage;
+        const int mb = it.microbatch;
+        const int c = it.chunk;
+        const auto& units = chunk_units[static_cast<std::size_t>(c)];
+        if (it.forward) {
+            if (vs > 0) {
+                const int src = (vs - 1) % pp;
+                Op& r = st.prog.ops[emit(st, recv_act, Stream::pp_recv_fwd, Category::pp_comm, mb, c)];
+                r.peer_stage = src;
+                r.tag = tag(true, c, mb);
+                st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
+                if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, mb, c);
+            }
+            // forward order = reverse of backward-order units
+            std::uint32_t prev2_done = kNone, prev_done = kNone;
+            for (auto ui = units.rbegin(); ui != units.rend(); ++ui) {
+                const int unit = *ui;
+                std::uint32_t gdep = kNone;
+                if (mb == 0 && sharded_opt && dp_group > 1 && p_.overlap_param_gather) {
+                    const int b = bucket_of(c, unit);
+                    if (b >= 0) gdep = bucket_gather[static_cast<std::size_t>(b)];
+                }
+                if (per_layer_sharding()) {
+                    // Prefetch: the gather for this unit may start once the unit two back has
+                    // finished (one gathered unit ahead); without prefetch once the previous one has.
+                    gdep = unit_gather(unit, mb, c, prev2_done, prev_done, 0);
+                }
+                if (unit == kEmbedUnit) {
+                    if (gdep != kNone) st.pending.push_back(gdep);
+                    compute_tracked(st, hp_.embed_fwd, Category::forward, mb, c);
+                    tp_collective(st, hp_.embed_comm_fwd, mb, c, Side::after_gemm);
+                } else if (unit == kHeadUnit) {
+                    if (gdep != kNone) st.pending.push_back(gdep);
+                    compute_tracked(st, hp_.final_ln, Category::forward, mb, c);
+                    tp_collective(st, hp_.head_gather, mb, c, Side::before_gemm);
+                    compute_tracked(st, hp_.head, Category::forward, mb, c);
+                    compute_tracked(st, hp_.loss, Category::forward, mb, c);
+                    tp_collective(st, hp_.loss_comm, mb, c, Side::after_gemm);
+                } else {
+                    layer_forward(st, mb, c, Category::forward, gdep);
+                }
+                flush_deferred(st);
+                prev2_done = prev_done;
+                prev_done = last_compute_;
+            }
+            if (vs < nvs - 1) {
+                const int dst = (vs + 1) % pp;
+                const int dst_chunk = (vs + 1) / pp;
+                Op& s = st.prog.ops[emit(st, send_act, Stream::pp_send_fwd, Category::pp_comm, mb, c, {last_compute_})];
+                s.peer_stage = dst;
+                s.tag = tag(true, dst_chunk, mb);
+                blocking_p2p(st);
+            }
+        } else {
+            if (vs < nvs - 1) {
+                const int src = (vs + 1) % pp;
+                Op& r = st.prog.ops[emit(st, recv_grad, Stream::pp_recv_bwd, Category::pp_comm, mb, c)];
+                r.peer_stage = src;
+                r.tag = tag(false, c, mb);
+                st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
+                if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, mb, c);
+            }
+            ++bwd_count[static_cast<std::size_t>(c)];
+            current_bwd_count_ = bwd_count[static_cast<std::size_t>(c)];
+            std::uint32_t prev2_done = kNone, prev_done = kNone;
+            for (int unit : units) {
+                std::uint32_t gdep = kNone;
+                if (per_layer_sharding())
+                    gdep = unit_gather(unit, mb, c, prev2_done, prev_done, unit < full_recompute_layers_ ? 0 : 3);
+                std::uint32_t done = kNone;
+                if (unit == kHeadUnit) {
+                    if (gdep != kNone) st.pending.push_back(gdep);
+                    compute_tracked(st, hp_.loss_bwd, Category::backward, mb, c);
+                    compute_tracked(st, hp_.head_dgrad, Category::backward, mb, c);
+                    done = compute_tracked(st, hp_.head_wgrad, Category::backward, mb, c);
+                    tp_collective(st, hp_.head_reduce, mb, c, Side::after_gemm);
+                } else if (unit == kEmbedUnit) {
+                    if (gdep != kNone) st.pending.push_back(gdep);
+                    tp_collective(st, hp_.embed_comm_bwd, mb, c, Side::before_gemm);
+                    done = compute_tracked(st, hp_.embed_bwd, Category::backward, mb, c);
+                } else {
+                    done = layer_backward(st, mb, c, unit, gdep);
+                }
+                flush_deferred(st);
+                done = std::max(done, last_compute_);
+                grads_done(st, unit, mb, c, done, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
+                prev2_done = prev_done;
+                prev_done = last_compute_;
+            }
+            if (vs > 0) {
+                const int dst = (vs - 1) % pp;
+                const int dst_chunk = (vs - 1) / pp;
+                Op& s = st.prog.ops[emit(st, send_grad, Stream::pp_send_bwd, Category::pp_comm, mb, c, {last_compute_})];
+                s.peer_stage = dst;
+                s.tag = tag(false, dst_chunk, mb);
+                blocking_p2p(st);
+            }
+        }
+    }
+
+    // Non-overlapped gradient sync: every bucket after the last backward op.
+    for (const auto& d : deferred_grad_protos_) {
+        dp_reduce_ops.push_back(emit(st, d.proto, Stream::dp_reduce, Category::dp_comm, d.mb, d.chunk, {last_compute_}));
+    }
+    deferred_grad_protos_.clear();
+
+    // Optimizer step on this rank's shard. Fused Adam: read grad, master, m, v (4 B each),
+    // write master, m, v and the BF16 parameter (14 B). PyTorch's foreach AdamW
+    // (torch/optim/adamw.py, _multi_tensor_adamw) makes a pass per step of the update: weight
+    // decay (8), lerp of m (12), scale of v (8), addcmul into v (12), sqrt (8), bias-correction
+    // divide (8), add eps (8), addcdiv into the parameter (16) = 80 B; plus the gradient-norm
+    // pass over the shard (4 B) and zeroing the local gradient buffer (4 B per local parameter).
+    // With BF16 state (parallel.optimizer_state) master, m and v move 2 B each: fused, read
+    // grad 4 + 3 x 2, write 3 x 2 + the BF16 parameter 2; the foreach passes move half.
+    const bool bf16_state = p_.optimizer_state == OptimizerState::bf16;
+    const double update_bytes =
+        p_.fused_optimizer ? (bf16_state ? 10.0 + 8.0 : 16.0 + 14.0) : (bf16_state ? 40.0 : 80.0);
+    const bool shards_optimizer = p_.sharding != Sharding::none;
+    const double opt_shard = shards_optimizer ? (per_layer_sharding() ? shard : dp_group) : 1.0;
+    const double shard_params = local_params / opt_shard;
+    const double grad_buffer = per_layer_sharding() ? shard_params : local_params;
+    for (auto d : dp_reduce_ops) st.pending.push_back(d);
+    // The gradient norm for clipping (4 B per gradient; multi_tensor_l2norm and the norm's
+    // all-reduce), which every Megatron / DeepSpeed / FSDP trainer reads back on the host
+    // (clip_grad_norm: total_norm.item(); FP16 adds the overflow check found_inf.item()): the
+    // host waits for the whole backward before it issues the update.
+    const ProtoId norm = memory("grad_norm", shard_params * 4.0);
+    g_.protos[norm].launches = 2;
+    g_.protos[norm].host_sync = true;
+    compute(st, norm, Category::optimizer, 0, 0);
+    const ProtoId adam = memory("optimizer_adam", shard_params * update_bytes + grad_buffer * grad_bytes());
+    // Multi-tensor launches: fused Adam walks the tensor lists in chunks (Apex multi_tensor_apply,
+    // ~110 tensors per launch: a few launches plus the FP16 / BF16 copy-back); foreach AdamW makes
+    // a pass per step of the update over every list (12 foreach ops, a launch per chunk of each).
+    g_.protos[adam].launches = p_.fused_optimizer ? 10 : 40;
+    compute(st, adam, Category::optimizer, 0, 0);
+    return std::move(st.prog);
+}
+
+template <class BucketOf>
+void Builder::grads_done(StageState& st, int unit, int mb, int chunk, std::uint32_t done_op, const std::vector<Bucket>& buckets,
+                    std::vector<int>& remaining, std::vector<std::uint32_t>& dp_reduce_ops, BucketOf&& bucket_of) {
+    const double shard = shard_size();
+    const bool last_mb = current_bwd_count_ == g_.microbatches;
+    if (per_layer_sharding()) {
+        if (shard > 1) {
+            // A layer's gradients in fsdp_reduce_scatters_per_layer collectives, in order on the
+            // reduce stream; the embedding and the head are one tensor each.
+            const int pieces = unit >= 0 ? std::max(1, p_.fsdp_reduce_scatters_per_layer) : 1;
+            const auto rs = collective("fsdp_rs", CollectiveOp::reduce_scatter, shard_group(),
+                                       grad_bytes() * unit_params(unit) / pieces);
+            mark_list_collective(rs);
+            for (int i = 0; i < pieces; ++i)
+                dp_reduce_ops.push_back(emit(st, rs, Stream::dp_reduce, Category::dp_comm, mb, chunk, {done_op}));
+            last_reduce_ = dp_reduce_ops.back();
+        }
+        const int replicas = p_.dp * p_.cp / g_.hsdp_shard;
+        if (p_.sharding == Sharding::hsdp && replicas > 1 && last_mb) {
+            const auto ar = collective("hsdp_replica_ar", CollectiveOp::all_reduce, Group::dp_replica,
+                                       grad_bytes() * unit_params(unit) / shard);
+            const std::uint32_t after = shard > 1 ? dp_reduce_ops.back() : done_op;
+            dp_reduce_ops.push_back(emit(st, ar, Stream::dp_reduce, Category::dp_comm, mb, chunk, {after}));
+        }
+        return;
+    }
+    const int b = bucket_of(chunk, unit);
+    if (b < 0) return;
+    const bool sync_now = p_.sharding == Sharding::zero2 || last_mb;
+    if (!sync_now) return;
+    auto& left = remaining[static_cast<std::size_t>(b)];
+    if (--left > 0) return;
+    left = static_cast<int>(buckets[static_cast<std::size_t>(b)].units.size());
+    const bool all_reduce = p_.sharding == Sharding::none;
+    const double bytes = grad_bytes() * buckets[static_cast<std::size_t>(b)].params;
+    const auto proto = collective(all_reduce ? "grad_ar" : "grad_rs",
+                                  all_reduce ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter,
+                                  Group::dp_cp, bytes);
+    if (p_.overlap_grad_reduce) {
+        dp_reduce_ops.push_back(emit(st, proto, Stream::dp_reduce, Category::dp_comm, mb, chunk, {done_op}));
+    } else {
+        deferred_grad_protos_.push_back({proto, mb, chunk});
+    }
+}
+
+} // namespace trainsim::model::workload_detail

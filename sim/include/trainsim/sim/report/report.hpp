@@ -1,0 +1,36 @@
+// Report writers: human-readable tables and machine-readable JSON (field names are a contract
+// with users' budgeting scripts: see README "JSON output").
+#pragma once
+
+#include "trainsim/model/core/scenario.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace trainsim::sim {
+
+struct PlanResult {
+    const model::Plan* plan = nullptr;
+    RunEstimate estimate;
+};
+
+[[nodiscard]] nlohmann::json plan_json(const model::Plan& plan, const RunEstimate& e);
+// The step-time breakdown as it appears in plan_json's "breakdown" (seconds per category).
+[[nodiscard]] nlohmann::json breakdown_json(const StepBreakdown& b);
+// One plan: the plan object itself; several: {"plans": [...]}.
+[[nodiscard]] nlohmann::json results_json(const std::vector<PlanResult>& results);
+
+// Plan objects (plan_json, with anything added) as CSV: one header line, one row per plan; nested
+// fields as dotted columns ("memory.weights_gib"), null as an empty cell. Columns are the union
+// over the plans, the layout and README's contract figures first.
+[[nodiscard]] std::string plans_csv(const nlohmann::json& plans);
+
+// Detailed text for one plan (step breakdown, throughput, memory, days, money).
+[[nodiscard]] std::string format_plan(const model::Plan& plan, const RunEstimate& e);
+// Plans side by side, one column each.
+[[nodiscard]] std::string format_comparison(const std::vector<PlanResult>& results);
+
+} // namespace trainsim::sim

@@ -1,0 +1,144 @@
+// `trainsim plan`: search every valid parallel layout of a model on a cluster, simulate the ones
+// that fit, and rank them by days-to-train or money (docs/plan-search.md).
+#pragma once
+
+#include "trainsim/model/core/errors.hpp"
+#include "trainsim/model/core/scenario.hpp"
+#include "trainsim/sim/network/network.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainsim::sim {
+
+// A search request that cannot be answered (e.g. no GPU count, a GPU count that is not whole nodes).
+class SearchError : public model::InputError {
+public:
+    explicit SearchError(std::vector<model::Diagnostic> diags) : InputError("plan search", std::move(diags)) {}
+};
+
+enum class RankBy { days, cost };
+
+// Which days (and cost) the ranking, the deadline and the budget use: the steady state (tokens /
+// throughput), or the expected wall clock with checkpoints, failures and restarts (the plan's run
+// settings; cost then pays for the GPUs over that whole wall clock).
+enum class DaysBasis { steady, expected };
+
+// What is enumerated. Degrees follow Megatron-LM's rules (check_layout has the last word):
+//   tp: divisors of gpus_per_node that divide the attention heads;
+//   pp: divisors of the layer count; vp (pp > 1): divisors of layers / pp;
+//   cp: powers of two; dp = gpus / (tp pp cp);
+//   micro_batch: divisors of global_batch / dp up to max_micro_batch;
+//   sequence parallelism on whenever tp > 1 (both on and off with try_without_sp);
+//   every sharding in `shardings` (ZeRO-2/3 only with pp = 1) and every recompute policy.
+struct SearchSpace {
+    std::vector<int> gpu_counts;  // empty: the base plan's GPU count
+    int max_micro_batch = 8;
+    int max_cp = 1 << 20;         // cp degrees tried: 1, 2, 4 ... up to this
+    bool try_without_sp = false;
+    std::vector<model::Sharding> shardings{model::Sharding::dist_opt, model::Sharding::zero1, model::Sharding::fsdp,
+                                           model::Sharding::none};
+    std::vector<model::Recompute> recomputes{model::Recompute::none, model::Recompute::selective,
+                                             model::Recompute::full};
+    // CPU offload modes tried (each with the shardings it runs on: check_layout has the last word).
+    std::vector<model::Offload> offloads{model::Offload::none};
+};
+
+struct SearchOptions {
+    SearchSpace space;
+    RankBy rank = RankBy::days;
+    DaysBasis basis = DaysBasis::steady;
+    std::optional<double> deadline_days;  // keep plans whose days (on `basis`) <= this
+    std::optional<double> budget;         // keep plans whose total cost (on `basis`) <= this (plan currency)
+    std::size_t top = 10;                 // plans returned (ranked); the pruning keeps these exact
+    unsigned threads = 0;                 // 0: std::thread::hardware_concurrency()
+    // Provable pruning (dominated recompute policies, stream-sum and critical-path lower bounds);
+    // false simulates every plan that fits (for tests of the pruning and for --no-prune).
+    bool prune = true;
+    // A layout is a candidate only if it leaves this fraction of the HBM free (estimate.hpp,
+    // kMemoryHeadroomFraction: fragmentation).
+    double memory_headroom = kMemoryHeadroomFraction;
+    // Called from worker threads (serialised) as plans are evaluated: (done, total).
+    std::function<void(std::size_t, std::size_t)> progress;
+};
+
+struct SearchStats {
+    std::size_t enumerated = 0;         // layouts generated
+    std::size_t invalid = 0;            // rejected by check_layout
+    std::size_t does_not_fit = 0;       // rejected by the memory model
+    std::size_t pruned_dominated = 0;   // a lighter recompute policy of the same layout fits
+    std::size_t pruned_bound = 0;       // stream-sum lower bound already worse than the top plans
+    std::size_t pruned_critical_path = 0;  // critical-path lower bound already worse than the top plans
+    std::size_t simulated = 0;
+    std::size_t filtered = 0;           // simulated but over the deadline or budget
+    double seconds = 0;
+};
+
+struct RankedPlan {
+    model::Plan plan;
+    RunEstimate estimate;
+};
+
+// The best plan of one searched GPU count ("8 or 64 GPUs?"), by the search's ranking.
+struct CountBest {
+    int gpus = 0;
+    std::optional<RankedPlan> best; // absent: no layout of this count fits and meets the filters
+    bool pareto = false;            // on the days-vs-cost Pareto front of the counts' best plans
+};
+
+struct SearchResult {
+    std::vector<RankedPlan> plans;  // best first, at most options.top
+    // One entry per searched GPU count, ascending, when more than one count was searched: its
+    // best plan is exact (the pruning keeps each count's best as well as the top list).
+    std::vector<CountBest> frontier;
+    SearchStats stats;
+};
+
+// Every layout of the space for `base` (model, training, precision, cluster shape, pricing kept),
+// in a fixed order, before any validity or memory check. Plans are named by their layout.
+[[nodiscard]] std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const SearchSpace& space);
+
+// The search. Deterministic: the same request gives the same ranked list whatever the thread count.
+[[nodiscard]] SearchResult search_plans(const model::Plan& base, const SearchOptions& opt);
+
+// Ranked plans that differ only in their sharding and have the same step time, memory and cost
+// (ZeRO-1 and FSDP under pipeline parallelism, where FSDP keeps its gathered weights; any sharding
+// with dp = 1 where the model makes them equal) are one plan to a user: each group is folded into
+// its simplest member (none, zero1, dist_opt, zero2, fsdp, hsdp, zero3), kept at the group's best
+// rank. Returns, per kept plan, the names of the plans folded into it.
+std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPlan>& plans);
+
+// A lower bound on the step time of a plan that passes check_layout, from the sums of the nominal
+// op times of each stream of one rank per stage (compute kernels, the TP collectives that block
+// the compute stream, CP exchanges, DP reductions and gathers, pipeline transfers): the executor
+// runs a stream's ops one at a time and only ever slows an op down (compute next to
+// communication, transfers sharing a link). The compute stream's bound counts the kernels that
+// must run slowed next to communication (plan_search.cpp, `largest`).
+// Computed from two small graphs and extrapolated linearly in the micro-batch count (exact).
+// `network`: built for plan.cluster (plan_network); without it, one is built.
+[[nodiscard]] double step_time_lower_bound_s(const model::Plan& plan, const AnalyticNetwork& network);
+[[nodiscard]] double step_time_lower_bound_s(const model::Plan& plan);
+// The same from the step's full graph (for tests of the extrapolation).
+[[nodiscard]] double step_time_lower_bound_direct_s(const model::Plan& plan);
+// A tighter lower bound from the step's full graph: its contention-free critical path (each op
+// starts when the executor would start it, with nothing slowed down). It sees the pipeline fill
+// and drain and exposed communication. 0 if the graph cannot complete.
+// Preconditions: graph = build_workload(plan); network built for plan.cluster (plan_network).
+[[nodiscard]] double critical_path_lower_bound_s(const model::Plan& plan, const model::OpGraph& graph,
+                                                 const AnalyticNetwork& network);
+
+// "Why the best wins": how the winner differs from the runner-up, step-breakdown category by
+// category (largest differences first). Both must have been simulated.
+[[nodiscard]] std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up);
+
+// Short layout label, e.g. "tp8 pp2 vp5 dp4 sp mbs1 dist_opt rc:none" (without "dp4" when
+// with_dp is false, for a layout whose data-parallel degree varies).
+[[nodiscard]] std::string layout_label(const model::Plan& plan, bool with_dp = true);
+// The divisors of n up to max, ascending (the degrees a layout can take).
+[[nodiscard]] std::vector<int> divisors(int n, int max);
+
+} // namespace trainsim::sim

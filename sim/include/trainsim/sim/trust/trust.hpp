@@ -1,0 +1,116 @@
+// How far to trust a prediction (docs/trust.md): an error model built from `validate` on every
+// published-measurements file the project has, looked up by the plan's regime, and the plan's
+// distance from that evidence.
+//
+// Signed error e = (predicted - measured) / measured of tokens/s/GPU. A measured run's time is the
+// predicted time x (1 + e), so a regime's p10 / p90 of e give the p10 / p90 of every time-like
+// figure (step time, days, GPU-hours, cost) and, inverted, of the throughput.
+#pragma once
+
+#include "trainsim/model/core/scenario.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace trainsim::sim {
+
+struct StepBreakdown; // executor.hpp
+
+// The dimensions a plan's error is looked up by, coarsest first.
+struct Regime {
+    std::string family;  // megatron-core | megatron-lm | deepspeed | fsdp | generic
+    std::string gpu_gen; // ampere | hopper | other
+    std::string scale;   // 1-8 | 9-256 | 257+ GPUs
+    std::string tokens;  // tokens per GPU per step: <4k | 4k-16k | 16k+
+    // "family/gpu_gen/scale/tokens", or its first `levels` parts (0: "all").
+    [[nodiscard]] std::string key(int levels = 4) const;
+};
+[[nodiscard]] Regime regime_of(const model::Plan& plan);
+// The framework family of a `parallel.framework` value (empty: megatron-core, the default stack).
+[[nodiscard]] std::string framework_family(const std::string& framework);
+
+// What a plan is, for judging whether published runs are near it.
+struct PlanFeatures {
+    double params = 0; // model parameters
+    int gpus = 0;
+    std::string gpu;       // profile id
+    std::string precision; // bf16 | fp16 | fp8
+    std::string family;
+    int seq_len = 0;
+    bool cp = false;              // context parallelism
+    bool tp_across_nodes = false; // a TP group spans nodes
+};
+[[nodiscard]] PlanFeatures features_of(const model::Plan& plan);
+
+// One measured row's signed error, with where it came from.
+struct ErrorSample {
+    std::string file;   // the published file's name
+    std::string source; // its source group
+    Regime regime;
+    PlanFeatures features;
+    double error = 0; // signed, as a fraction
+    bool held_out = false;
+};
+
+// The band of one regime key.
+struct RegimeBand {
+    std::string key;
+    int rows = 0, held_out = 0, sources = 0;
+    double p10 = 0, p50 = 0, p90 = 0; // signed error quantiles (fractions), after widening
+    std::string basis;                // held-out | seen (widened) ...
+};
+
+// The range of what was measured on one GPU.
+struct GpuEvidence {
+    std::string gpu;
+    double params_min = 0, params_max = 0;
+    int gpus_max = 0;
+    std::vector<std::string> precisions; // sorted
+};
+// The range of what was measured, per kind of feature.
+struct Evidence {
+    std::vector<GpuEvidence> gpus;     // sorted by id
+    std::vector<std::string> families; // sorted
+    int seq_max = 0;
+    bool cp = false, tp_across_nodes = false;
+};
+
+struct ErrorModel {
+    std::vector<RegimeBand> bands; // sorted by key
+    Evidence evidence;
+    int rows = 0;
+    // The share of the errors' variance that lies between GPU profiles (sum over GPUs of
+    // rows x (GPU mean - mean)^2 over the total sum of squares): what calibrating the GPU can
+    // remove.
+    double hardware_share = 0;
+};
+
+// Rows per regime below which the lookup falls back to the coarser key.
+inline constexpr int kMinRegimeRows = 12;
+
+[[nodiscard]] ErrorModel build_error_model(const std::vector<ErrorSample>& samples);
+[[nodiscard]] nlohmann::json error_model_json(const ErrorModel& m);
+// Throws model::InputError naming `file` on a malformed table.
+[[nodiscard]] ErrorModel error_model_from_json(const nlohmann::json& j, const std::string& file);
+
+// A plan's band: factors on its time-like figures (measured = predicted x factor).
+struct Band {
+    double time_p10 = 1, time_p50 = 1, time_p90 = 1;
+    std::string basis;  // which rows the band comes from, and how it was widened
+    std::string regime; // the key it was looked up at
+    int rows = 0;
+    std::vector<std::string> out_of_domain; // why the plan is outside the evidence; widened per reason
+};
+// With a calibrated profile (its fit residuals present) and the plan's step breakdown, the band
+// keeps the part of the variance that is not the GPU's (1 - hardware_share) and adds the fits'
+// own error, compute and communication weighted by their shares of the step:
+//   d' = sqrt(d^2 (1 - hardware_share) + (1.2816 r)^2),  r = sqrt((c r_compute)^2 + (m r_comm)^2)
+// for each side's deviation d from the median (1.2816: the normal 90th percentile, taking each
+// residual as one standard deviation).
+[[nodiscard]] Band band_for(const ErrorModel& m, const model::Plan& plan, const StepBreakdown* breakdown = nullptr);
+// The band's deviations from p50 grow by this factor per out-of-domain reason.
+inline constexpr double kOutOfDomainWidening = 1.5;
+
+} // namespace trainsim::sim

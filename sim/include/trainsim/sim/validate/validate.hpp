@@ -1,0 +1,78 @@
+// `trainsim validate`: every row of a published-measurements file simulated and compared.
+#pragma once
+
+#include "trainsim/model/input/validation_set.hpp"
+#include "trainsim/sim/step/executor.hpp"
+#include "trainsim/sim/trust/trust.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainsim::sim {
+
+struct RowResult {
+    std::string id;
+    std::string status;  // ok | skipped | does_not_fit
+    double predicted = 0;  // tokens/s/GPU
+    double measured = 0;
+    double error_pct = 0;  // (predicted - measured) / measured * 100
+    std::string reason;
+    std::string gpu, precision, source_group, kind;
+    std::vector<std::string> choices;
+    // The simulated plan's regime and features (error model), and its band when one was given.
+    Regime regime;
+    PlanFeatures features;
+    bool has_band = false;
+    double predicted_p10 = 0, predicted_p90 = 0; // tokens/s/GPU
+    std::vector<std::string> out_of_domain;
+    // The simulated step behind `predicted` (rows that were simulated): its time, where it went,
+    // and the host thread's busy time, so a row's error can be read against its causes.
+    bool has_step = false;
+    double step_time_s = 0, host_busy_s = 0;
+    StepBreakdown breakdown;
+};
+
+struct ErrorStats {
+    int n = 0;
+    double mape = 0, median = 0, p90 = 0, max = 0;  // of |error| in percent
+    double bias = 0;                                // mean signed error in percent
+};
+[[nodiscard]] ErrorStats error_stats(const std::vector<double>& signed_errors_pct);
+
+struct ValidationReport {
+    std::vector<RowResult> rows;
+    ErrorStats overall;
+    std::map<std::string, ErrorStats> by_gpu_precision, by_source_group, by_kind;
+    int skipped = 0, does_not_fit = 0;
+    // With an error model: the share of compared rows whose measurement lies in their band, and
+    // the band's median width (p90 / p10 of the predicted throughput, minus 1).
+    bool has_bands = false;
+    double coverage = 0, median_width = 0;
+};
+
+// The row's plan with blank micro_batch / recompute cells tuned as the source's benchmark was:
+// the best-throughput choice that fits (recorded in `choices`).
+// `defaulted` (when given) receives the blank degrees still at the frameworks' default 1 (none
+// when blank tp / pp were chosen as the least model parallelism that fits).
+[[nodiscard]] model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::string>& choices,
+                                           std::vector<std::string>* defaulted = nullptr);
+
+// Simulates every row (kind filter: empty = all). Rows run on `threads` workers.
+// With `bands`, each compared row also gets its band (predicted_p10 / _p90) and the report its
+// coverage.
+// `progress` (when set) is called serialised as rows finish: (done, total).
+[[nodiscard]] ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind,
+                                             unsigned threads, const ErrorModel* bands = nullptr,
+                                             const std::function<void(std::size_t, std::size_t)>& progress = {});
+// The step rows of one published file as error-model samples (trust.hpp): every compared row's
+// signed error with its regime and features.
+[[nodiscard]] std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& rows,
+                                                     const std::string& file_name, bool held_out, unsigned threads);
+[[nodiscard]] nlohmann::json report_json(const ValidationReport& r);
+[[nodiscard]] std::string report_text(const ValidationReport& r, bool verbose);
+
+} // namespace trainsim::sim

@@ -1,0 +1,242 @@
+#include "trainsim/sim/cli/cli.hpp"
+
+#include "commands.hpp"
+
+#ifndef TRAINSIM_VERSION
+#define TRAINSIM_VERSION "unknown"
+#endif
+
+namespace trainsim::sim {
+
+using namespace cli;
+
+int run_cli(int argc, char** argv) {
+    CLI::App app{"trainsim: discrete-event simulation of LLM training steps -> days, GPU-hours, money"};
+    app.set_version_flag("--version", std::string("trainsim ") + TRAINSIM_VERSION);
+    app.require_subcommand(1);
+    Common sim_args, cmp_args, exp_args;
+    auto* simulate = app.add_subcommand("simulate", "simulate every plan of a scenario and report each in detail");
+    add_common(simulate, sim_args);
+    add_csv(simulate, sim_args);
+    simulate->add_option("--trace", sim_args.trace,
+                         "write the simulated step as a Chrome/Perfetto trace (several plans: FILE.1.json, "
+                         "FILE.2.json ...)");
+    auto* compare = app.add_subcommand("compare", "simulate a scenario's plans and show them side by side");
+    add_common(compare, cmp_args);
+    add_csv(compare, cmp_args);
+    Common rep_args;
+    ReportArgs rep_opts;
+    auto* report_cmd = app.add_subcommand("report", "write a self-contained HTML report of a scenario (and print what "
+                                                "compare prints)");
+    add_common(report_cmd, rep_args);
+    add_csv(report_cmd, rep_args);
+    report_cmd->add_option("--html", rep_opts.html, "the HTML file to write")->required();
+    report_cmd->add_option("--scaling-gpus", rep_opts.scaling_gpus,
+                           "GPU counts of the scaling chart (default 8,16,...,1024)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 1 << 20));
+    report_cmd->add_flag("--no-scaling", rep_opts.no_scaling, "leave the scaling chart out");
+    auto* keys = app.add_subcommand("keys", "list every scenario key with its type, unit, default and description");
+    bool markdown = false;
+    keys->add_flag("--markdown", markdown, "as a Markdown table (docs/scenario-keys.md)");
+    auto* expl = app.add_subcommand("explain", "show the workload (op shapes and collectives) a scenario builds");
+    add_common(expl, exp_args);
+
+    Common topo_args;
+    FabricArgs topo_fabric;
+    std::string topo_dot;
+    auto* topo = app.add_subcommand("topology", "print the cluster topology a scenario builds (or write it as GraphViz)");
+    add_common(topo, topo_args);
+    add_fabric(topo, topo_fabric);
+    topo->add_option("--dot", topo_dot, "write GraphViz to this file ('-' for stdout) instead of the summary");
+
+    CollectiveArgs coll_args;
+    auto* coll = app.add_subcommand("collective", "time one NCCL collective on a cluster (nccl-tests algbw / busbw)");
+    coll->add_option("--gpu", coll_args.gpu, "hardware profile id or YAML path")->required();
+    coll->add_option("--op", coll_args.op, "all_reduce | all_gather | reduce_scatter | all_to_all | send_recv");
+    coll->add_option("--gpus", coll_args.gpus, "GPUs in the collective (whole nodes when more than one node)");
+    coll->add_option("--gpus-per-node", coll_args.gpus_per_node, "GPUs per node (default: the profile's node)");
+    coll->add_option("--nics-per-node", coll_args.nics_per_node, "NICs per node (default: the profile's node)");
+    coll->add_option("--nic-rate", coll_args.nic_rate, "line rate per NIC, e.g. 400Gbit/s (default: the profile's)");
+    coll->add_option("--intra", coll_args.intra, "fabric inside a node: nvswitch | nvlink-bridge | pcie");
+    coll->add_option("--size", coll_args.size, "buffer size (nccl-tests -b/-e), e.g. 4GiB");
+    coll->add_option("--algo", coll_args.algo, "force an algorithm: ring | tree | nvls | nvls_tree | direct");
+    coll->add_option("--data-dir", coll_args.data_dir, "folder with hardware/ (default: $TRAINSIM_DATA_DIR or the "
+                                                      "shipped scenarios/)");
+    add_fabric(coll, coll_args.fabric);
+    coll->add_flag("--json", coll_args.json, "print time_s, algbw_gbps, busbw_gbps, algorithm as JSON");
+
+    auto* val = app.add_subcommand("validate", "simulate every row of a published-measurements CSV and report the error");
+    std::string val_file, val_data, val_kind;
+    bool val_json = false, val_verbose = false;
+    val->add_option("FILE", val_file, "CSV in the schema of shared/validation/README.md")->required();
+    val->add_option("--data-dir", val_data, "folder with models/ and hardware/");
+    val->add_option("--kind", val_kind, "only rows of this kind (step | end_to_end)");
+    val->add_flag("--json", val_json, "print machine-readable JSON");
+    val->add_flag("--verbose,-v", val_verbose, "list what was chosen for blank cells, per row");
+    std::vector<std::string> val_rows;
+    val->add_option("--row", val_rows,
+                    "print the full simulation report of these row ids instead (with --json: their JSON report)");
+
+    auto* emc = app.add_subcommand("error-model",
+                                   "run validate on published-measurement files and write the error-band table "
+                                   "(docs/trust.md)");
+    std::vector<std::string> em_files, em_held_out;
+    std::string em_out, em_data;
+    emc->add_option("FILES", em_files, "published-measurement CSVs (rows that guided a constant: seen)")->required();
+    emc->add_option("--held-out", em_held_out, "CSVs whose rows guided no constant (held out)");
+    emc->add_option("--out", em_out, "write the table here (atomically) instead of stdout");
+    emc->add_option("--data-dir", em_data, "folder with models/ and hardware/");
+
+    PlanArgs plan_args;
+    auto* plan_cmd = app.add_subcommand("plan", "search every valid parallel layout, simulate those that fit, rank them");
+    plan_cmd->add_option("FILE", plan_args.file, "scenario YAML (its first plan gives model, training, GPU, pricing)");
+    plan_cmd->add_option("--data-dir", plan_args.data_dir, "folder with models/ and hardware/");
+    plan_cmd->add_option("--profile", plan_args.profile, "hardware profile YAML used instead of the scenario's");
+    plan_cmd->add_option("--model", plan_args.model, "model preset id (e.g. llama2-70b)");
+    plan_cmd->add_option("--gpu", plan_args.gpu, "hardware profile id (e.g. h100-sxm)");
+    plan_cmd->add_option("--gpus", plan_args.gpus, "GPU count(s) to search, e.g. 64 or 32,64")->delimiter(',');
+    plan_cmd->add_option("--tokens", plan_args.tokens, "tokens to train on, e.g. 1T");
+    plan_cmd->add_option("--seq-len", plan_args.seq_len, "sequence length (default 4096)");
+    plan_cmd->add_option("--global-batch", plan_args.global_batch, "sequences per step (default 1024)");
+    plan_cmd->add_option("--precision", plan_args.precision, "bf16 | fp16 | fp8 (default bf16)");
+    plan_cmd->add_option("--price", plan_args.price,
+                         "price per GPU-hour (flag form; default: none, and money is reported as 'no price')");
+    plan_cmd->add_option("--currency", plan_args.currency, "currency of --price (default USD)");
+    plan_cmd->add_option("--top", plan_args.top, "plans to show (default 10)");
+    plan_cmd->add_option("--rank", plan_args.rank, "days | cost (default: cost with --deadline-days, else days)");
+    plan_cmd->add_option("--deadline-days", plan_args.deadline_days, "cheapest plan that trains in at most this many days");
+    plan_cmd->add_option("--budget", plan_args.budget, "fastest plan that costs at most this much");
+    plan_cmd->add_option("--max-micro-batch", plan_args.max_micro_batch, "largest micro-batch tried (default 8)");
+    plan_cmd->add_option("--memory-headroom", plan_args.memory_headroom,
+                         "HBM a plan must leave free against allocator fragmentation, e.g. 5% (default 5%)");
+    plan_cmd->add_flag("--try-without-sp", plan_args.try_without_sp, "also try tp > 1 without sequence parallelism");
+    plan_cmd->add_flag("--no-prune", plan_args.no_prune, "simulate every plan that fits (no dominance / bound pruning)");
+    plan_cmd->add_option("--threads", plan_args.threads, "worker threads (default: all cores)");
+    plan_cmd->add_option("--days", plan_args.days,
+                         "steady | expected: days (and cost) ranked and held to --deadline-days / --budget, "
+                         "steady state or with checkpoints, failures and restarts (default steady)");
+    plan_cmd->add_option("--checkpoint-bandwidth", plan_args.checkpoint_bandwidth,
+                         "checkpoint write bandwidth per node (default: the scenario's run.checkpoint_bandwidth, "
+                         "5 GB/s)");
+    plan_cmd->add_option(
+        "--gpu-mtbf-hours", plan_args.gpu_mtbf_hours,
+        "mean time between interruptions blamed on one GPU (default: run.gpu_mtbf, Llama 3's 64,149 h)");
+    plan_cmd->add_option("--restart-minutes", plan_args.restart_minutes,
+                         "time lost per restart besides lost work (default: run.restart, 17 min from Llama 3)");
+    plan_cmd->add_flag("--json", plan_args.json, "print {\"plans\": [...]} as JSON");
+    plan_cmd->add_flag("--csv", plan_args.csv, "print the plans as CSV");
+    plan_cmd->add_flag("--frontier", plan_args.frontier_csv,
+                       "with --csv and several --gpus: one row per GPU count, its best plan and whether it is on the "
+                       "days-vs-cost Pareto front");
+    plan_cmd->add_flag("--quiet,-q", plan_args.quiet, "no progress bar");
+    plan_cmd->add_flag("--no-offload", plan_args.no_offload,
+                       "do not try CPU offload where no GPU-only layout fits (parallel.offload)");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        // A first word that is not an option and names no command: say so, with the closest one
+        // (CLI11 alone says "A subcommand is required").
+        if (argc > 1 && argv[1][0] != '-') {
+            std::vector<std::string> names;
+            for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+                names.push_back(sub->get_name());
+            if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+                std::cerr << fmt::format("trainsim: unknown command '{}'{} (one of: {}); see trainsim --help\n",
+                                         argv[1], model::did_you_mean(argv[1], names), fmt::join(names, ", "));
+                return kExitBadInput;
+            }
+        }
+        const int rc = app.exit(e);
+        return rc == 0 ? kExitOk : kExitBadInput;
+    }
+    if (*simulate) return run_plans(sim_args, false);
+    if (*compare) return run_plans(cmp_args, true);
+    if (*report_cmd) return run_report(rep_args, rep_opts);
+    if (*keys) return print_keys(markdown);
+    if (*expl) return explain(exp_args);
+    if (*topo) return print_topology(topo_args, topo_fabric, topo_dot);
+    if (*coll) return run_collective(coll_args);
+    if (*plan_cmd) return run_plan_search(plan_args);
+    if (*emc) {
+        std::vector<ErrorSample> samples;
+        std::vector<std::pair<std::string, bool>> files;
+        for (const auto& f : em_files) files.emplace_back(f, false);
+        for (const auto& f : em_held_out) files.emplace_back(f, true);
+        const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+        for (const auto& [file, held_out] : files) {
+            const auto rows = model::load_validation_csv(file, data_dir(em_data));
+            const auto s = error_samples(rows, fs::path(file).filename().string(), held_out, threads);
+            samples.insert(samples.end(), s.begin(), s.end());
+        }
+        const auto table = error_model_json(build_error_model(samples)).dump(1) + "\n";
+        if (em_out.empty())
+            std::cout << table;
+        else
+            if (const auto note = write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
+                !note.empty())
+                std::cerr << "trainsim: " << note << "\n";
+        return kExitOk;
+    }
+    if (*val) {
+        if (!val_kind.empty() && val_kind != "step" && val_kind != "end_to_end") {
+            std::cerr << fmt::format("trainsim: validate: --kind: unknown kind '{}'{} (step, end_to_end)\n", val_kind,
+                                     model::did_you_mean(val_kind, {"step", "end_to_end"}));
+            return kExitBadInput;
+        }
+        auto rows = model::load_validation_csv(val_file, data_dir(val_data));
+        for (const auto& id : val_rows) {
+            if (std::none_of(rows.begin(), rows.end(), [&](const model::ValidationRow& r) { return r.id == id; })) {
+                std::cerr << fmt::format("trainsim: {}: --row {}: no row with this id\n", val_file, id);
+                return kExitBadInput;
+            }
+        }
+        if (!val_rows.empty() && val_json) {
+            // --json with --row: the JSON report of just those rows.
+            std::erase_if(rows, [&](const model::ValidationRow& r) {
+                return std::find(val_rows.begin(), val_rows.end(), r.id) == val_rows.end();
+            });
+        } else if (!val_rows.empty()) {
+            for (const auto& row : rows) {
+                if (std::find(val_rows.begin(), val_rows.end(), row.id) == val_rows.end()) continue;
+                if (!row.skip_reason.empty()) {
+                    std::cout << "row " << row.id << ": skipped: " << row.skip_reason << "\n";
+                    continue;
+                }
+                auto choices = row.choices;
+                const auto plan = tune_blank_cells(row, choices);
+                const auto e = estimate_plan(plan, {}, true);
+                std::cout << format_plan(plan, e);
+                if (e.step) {
+                    std::cout << "  compute-stream time by kernel:";
+                    for (const auto& [name, t] : e.step->kernel_time)
+                        std::cout << fmt::format(" {} {:.1f}%,", name, 100.0 * t.seconds() / e.step_time_s);
+                    std::cout << "\n";
+                }
+                std::cout << fmt::format("  measured {:.0f} tokens/s per GPU ({})\n", row.measured_tokens_per_s_per_gpu,
+                                         row.source);
+                for (const auto& c : choices) std::cout << "  chose " << c << "\n";
+                std::cout << "\n";
+            }
+            return kExitOk;
+        }
+        const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+        const auto em = load_error_model(data_dir(val_data));
+        const bool bar = rows.size() >= kProgressFrom && isatty(STDERR_FILENO) != 0;
+        const auto rep =
+            validate_rows(rows, val_kind, threads, em ? &*em : nullptr, bar ? progress_bar("rows") : nullptr);
+        if (val_json) std::cout << report_json(rep).dump(2) << "\n";
+        else std::cout << report_text(rep, val_verbose);
+        if (rep.overall.n == 0) {
+            // A file with no row, or none that could be compared, measured nothing: not a 0% error.
+            std::cerr << fmt::format("trainsim: {}: no row was compared ({} rows, {} skipped)\n", val_file,
+                                     rep.rows.size(), rep.skipped);
+            return kExitBadInput;
+        }
+        return kExitOk;
+    }
+    return kExitBadInput;
+}
+
+} // namespace trainsim::sim

@@ -1,0 +1,170 @@
+// The trainsim commands behind run_cli (cli.cpp): their arguments and entry points, one file per
+// group: scenario_commands.cpp (simulate, compare, report, keys, explain), network_commands.cpp
+// (topology, collective), plan_command.cpp (plan). Internal to sim/src/cli.
+#pragma once
+
+#include "trainsim/sim/cli/cli.hpp"
+
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/input/validation_set.hpp"
+#include "trainsim/model/workload/workload.hpp"
+#include "trainsim/sim/network/network.hpp"
+#include "trainsim/sim/network/topology.hpp"
+#include "trainsim/sim/report/html_report.hpp"
+#include "trainsim/sim/report/output_file.hpp"
+#include "trainsim/sim/report/report.hpp"
+#include "trainsim/sim/report/trace.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/search/fit_advice.hpp"
+#include "trainsim/sim/search/plan_search.hpp"
+#include "trainsim/sim/search/scaling.hpp"
+#include "trainsim/sim/trust/trust.hpp"
+#include "trainsim/sim/validate/validate.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <thread>
+#include <tuple>
+
+#include <unistd.h>
+
+
+namespace trainsim::sim::cli {
+
+namespace fs = std::filesystem;
+
+struct Common {
+    std::string file;
+    std::string data_dir;
+    std::string profile;
+    bool json = false;
+    bool csv = false;
+    bool all_ranks = false;
+    std::string trace;  // simulate --trace
+};
+
+struct ReportArgs {
+    std::string html;
+    std::vector<int> scaling_gpus = default_scaling_gpu_counts();
+    bool no_scaling = false;
+};
+
+// Fabric flags; for `topology` they override the scenario's cluster.oversubscription and
+// cluster.nodes_per_leaf only when given.
+struct FabricArgs {
+    std::optional<double> oversubscription;
+    std::optional<int> nodes_per_leaf;
+};
+
+struct CollectiveArgs {
+    std::string gpu;
+    std::string op = "all_reduce";
+    std::string size = "4GiB";
+    int gpus = 8;
+    int gpus_per_node = 0;   // 0: the profile's node
+    int nics_per_node = -1;  // -1: the profile's node
+    std::string nic_rate;    // empty: the profile's node
+    std::string intra = "nvswitch";
+    std::string algo;        // empty: the fastest, as NCCL's tuner picks
+    std::string data_dir;
+    FabricArgs fabric;
+    bool json = false;
+};
+
+struct PlanArgs {
+    std::string file;
+    std::string memory_headroom; // a fraction ("5%"); empty: kMemoryHeadroomFraction
+    std::string data_dir;
+    std::string profile;
+    std::string model;
+    std::string gpu;
+    std::vector<int> gpus;
+    std::string tokens;
+    int seq_len = 4096;
+    int global_batch = 1024;
+    std::string precision = "bf16";
+    std::optional<double> price; // absent: the scenario's price, or none
+    std::string currency = "USD";
+    long long top = 10;  // signed: "--top -1" must be an error, not 2^64 - 1
+    std::string rank;  // days | cost; empty: cost with a deadline, else days
+    std::optional<double> deadline_days;
+    std::optional<double> budget;
+    int max_micro_batch = 8;
+    bool try_without_sp = false;
+    bool no_prune = false;
+    unsigned threads = 0;
+    bool json = false;
+    bool csv = false;
+    bool frontier_csv = false; // with --csv: one row per GPU count (its best plan) instead
+    bool quiet = false;
+    bool no_offload = false;
+    std::string days = "steady";  // steady | expected: the days (and cost) ranked and filtered
+    // Override the scenario's run.* settings (the key table's defaults without a scenario).
+    std::optional<std::string> checkpoint_bandwidth;
+    std::optional<double> gpu_mtbf_hours;
+    std::optional<double> restart_minutes;
+};
+
+fs::path data_dir(const std::string& flag);
+std::optional<ErrorModel> load_error_model(const fs::path& dir);
+
+void attach_band(RunEstimate& e, const model::Plan& plan, const std::optional<ErrorModel>& em);
+void add_csv(CLI::App* cmd, Common& c);
+
+void add_common(CLI::App* cmd, Common& c);
+void note_profile_override(const std::string& profile, std::size_t plans);
+
+model::Scenario load(const Common& c);
+
+void print_results(const Common& c, const model::Scenario& scenario, const std::vector<PlanResult>& results,
+                   bool side_by_side);
+fs::path trace_path(const fs::path& base, std::size_t index, std::size_t count);
+
+void write_trace(const Common& c, const model::Plan& plan, RunEstimate& e, const fs::path& path);
+
+std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& scenario, bool& all_fit);
+
+int run_plans(const Common& c, bool side_by_side);
+
+
+int run_report(const Common& c, const ReportArgs& a);
+std::string accepted_values(const model::KeySpec& k);
+
+int print_keys(bool markdown);
+
+int explain(const Common& c);
+
+
+void add_fabric(CLI::App* cmd, FabricArgs& f);
+
+int print_topology(const Common& c, const FabricArgs& f, const std::string& dot);
+
+
+int run_collective(const CollectiveArgs& a);
+[[noreturn]] void plan_arg_error(const std::string& key, const std::string& msg);
+model::Plan plan_base(const PlanArgs& a);
+nlohmann::json frontier_json(const std::vector<CountBest>& frontier);
+
+void print_frontier_text(const std::vector<CountBest>& frontier, bool expected);
+
+int run_plan_search(const PlanArgs& a);
+
+// A progress bar on standard error for `what` ("plans", "rows"), shown from kProgressFrom items.
+[[nodiscard]] std::function<void(std::size_t, std::size_t)> progress_bar(std::string what);
+inline constexpr std::size_t kProgressFrom = 50;
+
+} // namespace trainsim::sim::cli

@@ -1,0 +1,29 @@
+// trainsim: the command-line front end. The only place that turns exceptions into messages and
+// exit codes: 0 ok, 1 internal error, 2 bad input, 3 a plan does not fit in memory.
+#include "trainsim/model/core/errors.hpp"
+#include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/workload/workload.hpp"
+#include "trainsim/sim/cli/cli.hpp"
+#include "trainsim/sim/step/executor.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+
+int main(int argc, char** argv) {
+    try {
+        return trainsim::sim::run_cli(argc, argv);
+    } catch (const trainsim::model::InputError& e) {
+        std::cerr << "trainsim: " << e.what() << "\n";
+        return trainsim::sim::kExitBadInput;
+    } catch (const trainsim::sim::SimulationStuck& e) {
+        std::cerr << "trainsim: internal error: " << e.what() << "\n";
+        return trainsim::sim::kExitInternal;
+    } catch (const std::exception& e) {
+        std::cerr << "trainsim: internal error: " << e.what() << "\n";
+        return trainsim::sim::kExitInternal;
+    }
+}

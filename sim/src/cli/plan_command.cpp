@@ -1,0 +1,452 @@
+// trainsim plan: the layout search, its frontier over GPU counts, offload and fit advice
+// (docs/plan-search.md).
+#include "commands.hpp"
+
+namespace trainsim::sim::cli {
+
+// ---- trainsim plan (docs/plan-search.md) ----
+
+
+[[noreturn]] void plan_arg_error(const std::string& key, const std::string& msg) {
+    model::Diagnostic d;
+    d.file = "trainsim plan";
+    d.key = key;
+    d.message = msg;
+    throw SearchError({d});
+}
+
+// The base plan: the scenario's first plan, or one written from the flags (loaded through the
+// one loader so that every default and check is the scenario file's).
+model::Plan plan_base(const PlanArgs& a) {
+    model::LoadOptions opts;
+    opts.data_dir = data_dir(a.data_dir);
+    if (!a.profile.empty()) opts.profile_override = fs::path(a.profile);
+    if (!a.file.empty()) {
+        if (!a.model.empty() || !a.gpu.empty() || !a.tokens.empty())
+            plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
+        if (a.price)
+            plan_arg_error("--price",
+                           "belongs to the flag form; with a scenario FILE the price is its pricing section");
+        auto sc = model::load_scenario(a.file, opts);
+        for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
+        if (!a.profile.empty()) note_profile_override(a.profile, sc.plans.size());
+        if (sc.plans.size() > 1)
+            std::cerr << fmt::format("trainsim: note: {} has {} plans; plan searches around the first, '{}' (its "
+                                     "model, training, precision, cluster and pricing)\n",
+                                     a.file, sc.plans.size(), sc.plans.front().name);
+        return sc.plans.front();
+    }
+    if (a.model.empty() || a.gpu.empty() || a.tokens.empty() || a.gpus.empty())
+        plan_arg_error("--model", "without a scenario FILE, --model, --gpu, --gpus and --tokens are required");
+    // gpus_per_node from the profile's node; the GPU count (nodes) is set by the search.
+    const auto hw = model::resolve_profile(a.gpu, fs::current_path(), opts.data_dir);
+    const std::string yaml = fmt::format(
+        "model: {}\ntraining: {{tokens: \"{}\", seq_len: {}, global_batch: {}, micro_batch: 1}}\n"
+        "parallel: {{tp: 1, pp: 1, dp: auto}}\nprecision: {}\n"
+        "cluster: {{gpu: \"{}\", nodes: 1, gpus_per_node: {}}}\n"
+        "pricing: {{basis: gpu_hour{}, currency: \"{}\"}}\nplans:\n  - name: search\n",
+        a.model, a.tokens, a.seq_len, a.global_batch, a.precision, a.gpu, hw.default_gpus_per_node,
+        a.price ? fmt::format(", rate: {}", *a.price) : std::string(), a.currency);
+    return model::load_scenario_text(yaml, "trainsim plan flags", opts).plans.front();
+}
+
+// plan with several GPU counts: each count's best plan and whether it is on the days-vs-cost
+// Pareto front ("8 or 64 GPUs?" as one table). JSON: one object per count, `best` null where
+// nothing of that count fits and meets the deadline / budget.
+nlohmann::json frontier_json(const std::vector<CountBest>& frontier) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& f : frontier) {
+        nlohmann::json j{{"num_gpus", f.gpus}, {"pareto", f.pareto}};
+        j["best"] = f.best ? plan_json(f.best->plan, f.best->estimate) : nlohmann::json(nullptr);
+        arr.push_back(std::move(j));
+    }
+    return arr;
+}
+
+void print_frontier_text(const std::vector<CountBest>& frontier, bool expected) {
+    std::cout << "\nbest plan per GPU count ('*': on the days-vs-cost Pareto front, no count is both faster and "
+                 "cheaper):\n";
+    std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>12} {:>9} {:>6}\n", "GPUs", "best layout",
+                             expected ? "exp.days" : "days", expected ? "exp.cost" : "cost", "tok/s/GPU", "MFU");
+    for (const auto& f : frontier) {
+        if (!f.best) {
+            std::cout << fmt::format("  {:>5}  {}\n", f.gpus, "no layout fits and meets the constraints");
+            continue;
+        }
+        const auto& e = f.best->estimate;
+        std::cout << fmt::format("{} {:>5}  {:<40} {:>8.1f} {:>12.0f} {:>9.0f} {:>5.1f}%\n", f.pareto ? " *" : "  ",
+                                 f.gpus, layout_label(f.best->plan), expected ? e.expected_days : e.days_to_train,
+                                 expected ? e.expected_cost : e.cost, e.tokens_per_s_per_gpu, 100 * e.mfu);
+    }
+}
+
+int run_plan_search(const PlanArgs& a) {
+    if (a.json && a.csv) plan_arg_error("--csv", "--json and --csv are exclusive");
+    if (a.frontier_csv && !a.csv) plan_arg_error("--frontier", "prints the per-count table as CSV: use it with --csv");
+    if (a.top < 1) plan_arg_error("--top", "must be at least 1");
+    if (a.max_micro_batch < 1) plan_arg_error("--max-micro-batch", "must be at least 1");
+    double memory_headroom = kMemoryHeadroomFraction;
+    if (!a.memory_headroom.empty()) {
+        try {
+            memory_headroom = model::parse_fraction(a.memory_headroom);
+        } catch (const model::UnitError& e) {
+            plan_arg_error("--memory-headroom", e.what());
+        }
+        if (memory_headroom >= 0.5) plan_arg_error("--memory-headroom", "must be below 50% of the HBM");
+    }
+    model::Plan base = plan_base(a);
+    SearchOptions o;
+    o.space.gpu_counts = a.gpus;
+    o.space.max_micro_batch = a.max_micro_batch;
+    o.memory_headroom = memory_headroom;
+    o.space.try_without_sp = a.try_without_sp;
+    o.top = static_cast<std::size_t>(a.top);
+    o.threads = a.threads;
+    o.prune = !a.no_prune;
+    o.deadline_days = a.deadline_days;
+    o.budget = a.budget;
+    // p90: rank by the pessimistic end of each plan's error band (docs/trust.md): days, or cost
+    // with a deadline. Within one GPU count every plan shares its band, so this reorders counts.
+    const bool rank_p90 = a.rank == "p90" || a.rank == "days-p90" || a.rank == "cost-p90";
+    if (a.rank.empty() || a.rank == "p90")
+        o.rank = a.deadline_days && !a.budget ? RankBy::cost : RankBy::days;
+    else if (a.rank == "days" || a.rank == "days-p90")
+        o.rank = RankBy::days;
+    else if (a.rank == "cost" || a.rank == "cost-p90")
+        o.rank = RankBy::cost;
+    else
+        plan_arg_error("--rank",
+                       fmt::format("unknown ranking '{}'{} (days, cost, p90, days-p90, cost-p90)", a.rank,
+                                   model::did_you_mean(a.rank, {"days", "cost", "p90", "days-p90", "cost-p90"})));
+    if (a.deadline_days && !(*a.deadline_days > 0)) plan_arg_error("--deadline-days", "must be positive");
+    if (a.budget && !(*a.budget > 0)) plan_arg_error("--budget", "must be positive");
+    // Money without a price is unknown, not 0: a budget would let every plan pass and a cost
+    // ranking would rank zeros (and, with nothing to prune against, simulate every plan).
+    if (!has_price(base.pricing)) {
+        const std::string how = a.file.empty() ? "--price (per GPU-hour)" : fmt::format("pricing.rate in {}", a.file);
+        if (a.budget) plan_arg_error("--budget", fmt::format("needs a price: give {}", how));
+        if (o.rank == RankBy::cost)
+            plan_arg_error(a.rank == "cost" || a.rank == "cost-p90" ? "--rank" : "--deadline-days",
+                           a.rank == "cost" || a.rank == "cost-p90"
+                               ? fmt::format("ranking by cost needs a price: give {}", how)
+                               : fmt::format("ranks the plans that meet it by cost, which needs a price: give {} "
+                                             "or --rank days",
+                                             how));
+    }
+    if (a.days == "steady") o.basis = DaysBasis::steady;
+    else if (a.days == "expected") o.basis = DaysBasis::expected;
+    else
+        plan_arg_error("--days", fmt::format("unknown days '{}'{} (steady, expected)", a.days,
+                                             model::did_you_mean(a.days, {"steady", "expected"})));
+    auto& run = base.run;  // every searched plan copies the base plan's run settings
+    // The run options stand for scenario keys and get their checks (unit, finite, physical range).
+    auto check_as_key = [](const std::string& option, const std::string& key, const std::string& value) {
+        for (const auto& m : model::check_key_value(key, value)) plan_arg_error(option, m);
+    };
+    if (a.checkpoint_bandwidth) {
+        check_as_key("--checkpoint-bandwidth", "run.checkpoint_bandwidth", *a.checkpoint_bandwidth);
+        run.checkpoint_bandwidth_per_node = model::parse_bandwidth(*a.checkpoint_bandwidth);
+    }
+    if (a.gpu_mtbf_hours) {
+        check_as_key("--gpu-mtbf-hours", "run.gpu_mtbf", fmt::format("{} h", *a.gpu_mtbf_hours));
+        if (!(*a.gpu_mtbf_hours > 0)) plan_arg_error("--gpu-mtbf-hours", "must be positive");
+        run.gpu_mtbf_hours = *a.gpu_mtbf_hours;
+    }
+    if (a.restart_minutes) {
+        check_as_key("--restart-minutes", "run.restart", fmt::format("{} min", *a.restart_minutes));
+        run.restart_s = *a.restart_minutes * 60.0;
+    }
+
+    const bool bar = !a.quiet && isatty(STDERR_FILENO) != 0;
+    if (bar) o.progress = progress_bar("plans");
+    auto res = search_plans(base, o);
+    const auto folded = fold_equivalent_plans(res.plans);
+    std::size_t folded_count = 0;
+    for (const auto& f : folded) folded_count += f.size();
+    // Nothing to rank because no layout exists (not because none fits): a request error.
+    if (res.plans.empty() && res.stats.enumerated == res.stats.invalid)
+        plan_arg_error("--gpus",
+                       fmt::format("no valid layout of {} GPU(s) exists for {}: tensor parallelism must divide the GPUs of "
+                                   "a node ({}) and the {} heads, pipeline stages the {} layers, and data parallelism the "
+                                   "global batch of {}; try a GPU count that fills whole {}-GPU nodes",
+                                   fmt::join(a.gpus, ","), base.model.name, base.cluster.gpus_per_node,
+                                   base.model.heads, base.model.layers, base.training.global_batch,
+                                   base.hardware.default_gpus_per_node));
+    const auto em = load_error_model(data_dir(a.data_dir));
+    // Where no GPU-only layout of a GPU count fits, CPU offload may (docs/plan-search.md "When
+    // nothing fits"): those counts are searched again with the optimizer, or the parameters too,
+    // in host memory. Its best plan is shown beside the best GPU-only one, and when no GPU-only plan
+    // fits at all, it is the answer, with what the fewest GPUs that fit without offload would give.
+    const auto counts = a.gpus.empty() ? std::vector<int>{base.num_gpus()} : a.gpus;
+    std::vector<int> no_fit_counts;
+    for (int g : counts) {
+        SearchSpace one = o.space;
+        one.gpu_counts = {g};
+        bool fits = false;
+        for (const auto& p : enumerate_layouts(base, one))
+            if (model::check_layout(p).empty() &&
+                model::fits_in_memory(p, model::peak_memory(p), p.hardware.hbm_capacity * (1.0 - o.memory_headroom))) {
+                fits = true;
+                break;
+            }
+        if (!fits) no_fit_counts.push_back(g);
+    }
+    std::optional<SearchResult> offload_res;
+    if (!a.no_offload && !no_fit_counts.empty() && base.hardware.host_memory_bandwidth.value() > 0 &&
+        base.hardware.cpu_adam_efficiency > 0) {
+        SearchOptions oo = o;
+        oo.progress = nullptr;
+        oo.space.gpu_counts = no_fit_counts;
+        oo.space.offloads = {model::Offload::optimizer, model::Offload::params};
+        oo.space.shardings = {model::Sharding::zero1, model::Sharding::zero2, model::Sharding::zero3,
+                              model::Sharding::fsdp, model::Sharding::dist_opt};
+        oo.top = std::min<std::size_t>(o.top, 5);
+        offload_res = search_plans(base, oo);
+        (void)fold_equivalent_plans(offload_res->plans);
+        for (auto& r : offload_res->plans) attach_band(r.estimate, r.plan, em);
+        if (offload_res->plans.empty()) offload_res.reset();
+    }
+    // No plan at all: how close the nearest layout comes and what makes one fit.
+    std::optional<FitAdvice> advice;
+    if (res.plans.empty() && !offload_res && res.stats.does_not_fit > 0) {
+        SearchSpace all_counts = o.space;
+        all_counts.gpu_counts = counts;
+        advice = fit_advice(enumerate_layouts(base, all_counts), o.memory_headroom);
+    }
+    // The offload plan is the answer: what the fewest GPUs without offload would give instead.
+    std::optional<RankedPlan> gpu_only_alternative;
+    if (res.plans.empty() && offload_res) {
+        SearchSpace all_counts = o.space;
+        all_counts.gpu_counts = {*std::max_element(counts.begin(), counts.end())};
+        const auto more = fit_advice(enumerate_layouts(base, all_counts), o.memory_headroom, false).more_gpus;
+        if (more) {
+            SearchOptions go = o;
+            go.progress = nullptr;
+            go.space.gpu_counts = {more->plan.num_gpus()};
+            go.top = 1;
+            go.deadline_days.reset();
+            go.budget.reset();
+            auto g = search_plans(base, go);
+            if (!g.plans.empty()) {
+                gpu_only_alternative = std::move(g.plans.front());
+                attach_band(gpu_only_alternative->estimate, gpu_only_alternative->plan, em);
+            }
+        }
+    }
+    for (auto& r : res.plans) attach_band(r.estimate, r.plan, em);
+    for (auto& f : res.frontier)
+        if (f.best) attach_band(f.best->estimate, f.best->plan, em);
+    const bool expected_basis = o.basis == DaysBasis::expected;
+    auto figure = [&](const RunEstimate& e) {
+        return o.rank == RankBy::days ? (expected_basis ? e.expected_days : e.days_to_train)
+                                      : (expected_basis ? e.expected_cost : e.cost);
+    };
+    auto p10 = [&](const RunEstimate& e) { return figure(e) * (e.band ? e.band->time_p10 : 1.0); };
+    auto p90 = [&](const RunEstimate& e) { return figure(e) * (e.band ? e.band->time_p90 : 1.0); };
+    if (rank_p90)
+        std::stable_sort(res.plans.begin(), res.plans.end(),
+                         [&](const auto& x, const auto& y) { return p90(x.estimate) < p90(y.estimate); });
+    // Plans whose band overlaps the best one's are tied with it: the error model cannot tell them
+    // apart. Among them the robust plan is recommended: no TP across nodes, fewer nodes, more
+    // memory headroom, a simpler schedule (docs/trust.md).
+    std::vector<bool> tied(res.plans.size(), false);
+    std::size_t recommended = 0;
+    std::string why_recommended;
+    if (!res.plans.empty()) {
+        const double best_hi = p90(res.plans.front().estimate);
+        for (std::size_t i = 0; i < res.plans.size(); ++i) tied[i] = p10(res.plans[i].estimate) <= best_hi;
+        auto headroom = [](const RunEstimate& e) { return model::to_gib(e.capacity) - model::to_gib(e.memory.total()); };
+        auto tp_cross = [](const model::Plan& p) { return features_of(p).tp_across_nodes; };
+        auto robustness = [&](const model::Plan& p, const RunEstimate& e) {
+            const int complexity = (p.parallel.vp > 1) + (p.parallel.cp > 1) + (p.parallel.pp > 1);
+            return std::make_tuple(tp_cross(p), p.cluster.nodes, -std::floor(headroom(e)), complexity);
+        };
+        for (std::size_t i = 1; i < res.plans.size(); ++i) {
+            if (!tied[i]) continue;
+            const auto& x = res.plans[i];
+            const auto& b = res.plans[recommended];
+            if (robustness(x.plan, x.estimate) < robustness(b.plan, b.estimate)) recommended = i;
+        }
+        if (recommended != 0) {
+            const auto& x = res.plans[recommended];
+            const auto& b = res.plans.front();
+            std::vector<std::string> why;
+            if (x.plan.cluster.nodes < b.plan.cluster.nodes) why.push_back("fewer nodes");
+            const double hx = headroom(x.estimate), hb = headroom(b.estimate);
+            if (hx > hb + 1) why.push_back(fmt::format("{:.0f} GiB more memory headroom", hx - hb));
+            if (x.plan.parallel.vp < b.plan.parallel.vp || x.plan.parallel.cp < b.plan.parallel.cp ||
+                x.plan.parallel.pp < b.plan.parallel.pp)
+                why.push_back("a simpler schedule");
+            if (tp_cross(b.plan) && !tp_cross(x.plan))
+                why.push_back("no TP across nodes");
+            why_recommended =
+                fmt::format("#{} is tied with #1 within the error bands and more robust: {}", recommended + 1,
+                            why.empty() ? "simpler" : fmt::format("{}", fmt::join(why, ", ")));
+        }
+    }
+
+    if (a.json || a.csv) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (std::size_t i = 0; i < res.plans.size(); ++i) {
+            auto pj = plan_json(res.plans[i].plan, res.plans[i].estimate);
+            pj["rank"] = i + 1;
+            pj["tied_with_best"] = static_cast<bool>(tied[i]);
+            pj["recommended"] = i == recommended;
+            pj["equivalent_plans"] = folded[i];
+            arr.push_back(std::move(pj));
+        }
+        if (a.json) {
+            const auto& s = res.stats;
+            nlohmann::json j{{"plans", arr},
+                             {"search",
+                              {{"enumerated", s.enumerated},
+                               {"invalid", s.invalid},
+                               {"does_not_fit", s.does_not_fit},
+                               {"pruned_dominated", s.pruned_dominated},
+                               {"pruned_bound", s.pruned_bound},
+                               {"pruned_critical_path", s.pruned_critical_path},
+                               {"simulated", s.simulated},
+                               {"filtered", s.filtered},
+                               {"folded_equivalent", folded_count},
+                               {"seconds", s.seconds},
+                               {"rank", o.rank == RankBy::days ? "days" : "cost"},
+                               {"rank_p90", rank_p90},
+                               {"recommended", recommended + 1},
+                               {"recommended_why", why_recommended},
+                               {"days", a.days}}}};
+            if (!res.frontier.empty()) j["frontier"] = frontier_json(res.frontier);
+            if (offload_res) {
+                nlohmann::json off = nlohmann::json::array();
+                for (const auto& r : offload_res->plans) off.push_back(plan_json(r.plan, r.estimate));
+                j["offload_plans"] = off;
+                j["search"]["offload_gpu_counts"] = no_fit_counts;
+            }
+            if (gpu_only_alternative) {
+                auto gj = plan_json(gpu_only_alternative->plan, gpu_only_alternative->estimate);
+                gj["speedup_vs_best_offload_plan"] =
+                    offload_res->plans.front().estimate.days_to_train / gpu_only_alternative->estimate.days_to_train;
+                j["gpu_only_alternative"] = gj;
+            }
+            if (advice) j["fit_advice"] = fit_advice_json(*advice);
+            std::cout << j.dump(2) << "\n";
+        } else if (a.frontier_csv) {
+            // One row per GPU count: its best plan's columns, and whether it is on the Pareto front
+            // (only num_gpus and pareto where no layout of that count qualifies).
+            nlohmann::json rows = nlohmann::json::array();
+            for (const auto& f : res.frontier) {
+                nlohmann::json row = f.best ? plan_json(f.best->plan, f.best->estimate) : nlohmann::json::object();
+                row["num_gpus"] = f.gpus;
+                row["pareto"] = f.pareto;
+                rows.push_back(std::move(row));
+            }
+            std::cout << plans_csv(rows);
+        } else if (res.plans.empty() && offload_res) {
+            nlohmann::json off = nlohmann::json::array();
+            for (const auto& r : offload_res->plans) off.push_back(plan_json(r.plan, r.estimate));
+            std::cout << plans_csv(off);
+        } else {
+            std::cout << plans_csv(arr);
+        }
+        return res.plans.empty() && !offload_res ? kExitDoesNotFit : kExitOk;
+    }
+
+    const auto& s = res.stats;
+    std::cout << fmt::format("{} on {} ({}), {:.3g} tokens, global batch {} x {} tokens\n", base.model.name,
+                             base.hardware.name, model::to_string(base.precision), base.training.tokens,
+                             base.training.global_batch, base.training.seq_len);
+    std::cout << fmt::format("searched {} layouts in {:.1f} s: {} invalid, {} do not fit (leaving {:.0f}% of HBM free), "
+                             "{} dominated recompute, {} pruned by the stream bound, {} by the critical path, {} "
+                             "simulated{}\n",
+                             s.enumerated, s.seconds, s.invalid, s.does_not_fit, 100 * o.memory_headroom,
+                             s.pruned_dominated, s.pruned_bound,
+                             s.pruned_critical_path, s.simulated,
+                             s.filtered ? fmt::format(", {} over the deadline/budget", s.filtered) : "");
+    const bool expected = o.basis == DaysBasis::expected;
+    const char* basis = expected ? "expected: checkpoints, failures, restarts" : "steady state";
+    if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days ({})\n", *a.deadline_days, basis);
+    if (a.budget) std::cout << fmt::format("budget: {:g} {} total ({})\n", *a.budget, base.pricing.currency, basis);
+    std::cout << fmt::format("ranked by {} ({})\n\n", o.rank == RankBy::days ? "days to train" : "total cost", basis);
+    auto offload_table = [&]() {
+        for (std::size_t i = 0; i < offload_res->plans.size(); ++i) {
+            const auto& r = offload_res->plans[i];
+            const auto& e = r.estimate;
+            std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8.1f} {:>12} {:>9.0f} {:>5.1f}% {:>6.1f} {:>6.0f}\n",
+                                     i + 1, r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+                                     e.priced ? fmt::format("{:.0f}", e.cost) : "no price", e.tokens_per_s_per_gpu,
+                                     100 * e.mfu, model::to_gib(e.memory.total()), model::to_gib(e.host_needed));
+        }
+    };
+    auto offload_header = [&]() {
+        std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8} {:>12} {:>9} {:>6} {:>6} {:>6}\n", "#", "GPUs", "layout",
+                                 "days", "cost", "tok/s/GPU", "MFU", "HBM", "host");
+    };
+    if (res.plans.empty()) {
+        if (offload_res) {
+            std::cout << fmt::format(
+                "no GPU-only layout fits on {} GPU(s); with CPU offload (parallel.offload; memory "
+                "in GiB per GPU and per node):\n",
+                fmt::join(no_fit_counts, ","));
+            offload_header();
+            offload_table();
+            const auto& best = offload_res->plans.front();
+            std::cout << "\nbest plan:\n" << format_plan(best.plan, best.estimate);
+            if (gpu_only_alternative) {
+                const auto& g = *gpu_only_alternative;
+                std::cout << fmt::format(
+                    "\nwithout offload: {} GPUs is the fewest at which a GPU-only layout fits; its best, {}, trains in "
+                    "{:.1f} days, {:.1f}x faster than the best offload plan ({:.1f} days){}\n",
+                    g.plan.num_gpus(), layout_label(g.plan), g.estimate.days_to_train,
+                    best.estimate.days_to_train / g.estimate.days_to_train, best.estimate.days_to_train,
+                    g.estimate.priced && best.estimate.priced
+                        ? fmt::format(", for {:.0f} {} instead of {:.0f}", g.estimate.cost, g.estimate.currency,
+                                      best.estimate.cost)
+                        : std::string());
+            }
+            return kExitOk;
+        }
+        std::cout << "no plan fits in memory and meets the constraints\n";
+        if (advice) std::cout << "\n" << format_fit_advice(*advice);
+        return kExitDoesNotFit;
+    }
+    std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>12} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
+                             "days", "exp.days", expected ? "exp.cost" : "cost", "tok/s/GPU", "MFU", "mem GiB");
+    for (std::size_t i = 0; i < res.plans.size(); ++i) {
+        const auto& r = res.plans[i];
+        const auto& e = r.estimate;
+        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
+                                 tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+                                 e.expected_days,
+                                 e.priced ? fmt::format("{:.0f}", expected ? e.expected_cost : e.cost) : "no price",
+                                 e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
+    }
+    std::cout << "\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n";
+    if (folded_count > 0) {
+        std::cout << fmt::format("{} equivalent plan(s) folded into their simplest twin (same layout but for the sharding, "
+                                 "same step time, memory and cost):\n",
+                                 folded_count);
+        for (std::size_t i = 0; i < folded.size(); ++i)
+            if (!folded[i].empty())
+                std::cout << fmt::format("  #{} stands for {}\n", i + 1, fmt::join(folded[i], "; "));
+    }
+    if (!why_recommended.empty()) std::cout << "recommended: " << why_recommended << "\n";
+    std::cout << "\nbest plan:\n" << format_plan(res.plans.front().plan, res.plans.front().estimate);
+    const auto& rt = res.plans.front().estimate.run;
+    std::cout << fmt::format(
+        "  whole run: {:.1f} days expected (x{:.4f}: x{:.3f} slowdowns, checkpoint {:.0f} GB written "
+        "in {:.0f} s every {:.1f} h, cluster MTBF {:.1f} h, ~{:.0f} failures and ~{:.0f} planned "
+        "stops at {:.0f} min each)\n",
+        res.plans.front().estimate.expected_days, rt.overhead_factor, rt.stretch, rt.checkpoint_bytes / 1e9,
+        rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600, rt.expected_failures,
+        rt.expected_planned, rt.restart_s / 60);
+    if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
+    if (!res.frontier.empty()) print_frontier_text(res.frontier, expected);
+    if (offload_res) {
+        std::cout << fmt::format("\nno GPU-only layout fits on {} GPU(s); with CPU offload there:\n",
+                                 fmt::join(no_fit_counts, ","));
+        offload_header();
+        offload_table();
+    }
+    return kExitOk;
+}
+
+} // namespace trainsim::sim::cli

@@ -1,0 +1,519 @@
+#include "trainsim/sim/report/report.hpp"
+#include "trainsim/sim/search/fit_advice.hpp"
+
+#include "trainsim/model/framework/framework_profile.hpp"
+
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/accounting/memory_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace trainsim::sim {
+
+using model::to_gib;
+using nlohmann::json;
+
+json breakdown_json(const StepBreakdown& b) {
+    return json{{"forward_s", b.forward.seconds()},        {"backward_s", b.backward.seconds()},
+                {"recompute_s", b.recompute.seconds()},    {"optimizer_s", b.optimizer.seconds()},
+                {"tp_exposed_s", b.tp_exposed.seconds()},  {"cp_exposed_s", b.cp_exposed.seconds()},
+                {"dp_exposed_s", b.dp_exposed.seconds()},  {"pp_exposed_s", b.pp_exposed.seconds()},
+                {"pipeline_bubble_s", b.bubble.seconds()}, {"comm_slowdown_s", b.slowdown.seconds()},
+                {"host_bound_s", b.host_bound.seconds()}};
+}
+
+namespace {
+
+json memory_json(const model::MemoryBreakdown& m, Bytes capacity) {
+    return json{{"stage", m.stage},
+                {"weights_gib", to_gib(m.weights)},
+                {"gradients_gib", to_gib(m.gradients)},
+                {"optimizer_gib", to_gib(m.optimizer)},
+                {"activations_gib", to_gib(m.activations)},
+                {"fp8_buffers_gib", to_gib(m.fp8_buffers)},
+                {"workspace_gib", to_gib(m.workspace)},
+                {"reserved_gib", to_gib(m.reserved)},
+                {"total_gib", to_gib(m.total())},
+                {"capacity_gib", to_gib(capacity)},
+                {"inflight_microbatches", m.inflight_microbatches},
+                {"host_per_node_gib", to_gib(m.host)}};
+}
+
+
+// One CSV cell: quoted when it holds a comma, a quote or a line break (RFC 4180).
+std::string csv_cell(const std::string& v) {
+    if (v.find_first_of(",\"\n") == std::string::npos) return v;
+    std::string s = "\"";
+    for (char ch : v) s += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return s + "\"";
+}
+
+// A plan object's leaves as (dotted path, text): strings as they are, null as an empty cell.
+void flatten(const json& j, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+        if (it->is_object())
+            flatten(*it, key, out);
+        else if (it->is_string())
+            out.emplace_back(key, it->get<std::string>());
+        else if (it->is_null())
+            out.emplace_back(key, "");
+        else
+            out.emplace_back(key, it->dump());
+    }
+}
+
+// What a reader looks at first leads (rank, name, GPUs and layout, then README's contract
+// figures); the other columns follow in their JSON (alphabetical) order.
+std::size_t lead_position(const std::string& k) {
+    static const std::vector<std::string> kLead{"rank",
+                                                "recommended",
+                                                "tied_with_best",
+                                                "name",
+                                                "num_gpus",
+                                                "tp",
+                                                "pp",
+                                                "vp",
+                                                "cp",
+                                                "dp",
+                                                "sequence_parallel",
+                                                "sharding",
+                                                "recompute",
+                                                "micro_batch",
+                                                "grad_accum",
+                                                "fits",
+                                                "memory_per_gpu_gib",
+                                                "days_to_train",
+                                                "days_to_train_p10",
+                                                "days_to_train_p90",
+                                                "expected_days",
+                                                "gpu_hours",
+                                                "cost",
+                                                "cost_p10",
+                                                "cost_p90",
+                                                "expected_cost",
+                                                "currency",
+                                                "tokens_per_s_per_gpu",
+                                                "mfu",
+                                                "step_time_s"};
+    const auto it = std::find(kLead.begin(), kLead.end(), k);
+    return it == kLead.end() ? kLead.size() : static_cast<std::size_t>(it - kLead.begin());
+}
+
+std::string money(double v, const std::string& cur) {
+    if (v >= 1e6) return fmt::format("{:.2f} M {}", v / 1e6, cur);
+    if (v >= 1e3) return fmt::format("{:.1f} k {}", v / 1e3, cur);
+    return fmt::format("{:.2f} {}", v, cur);
+}
+
+// How the money above is billed: units, the unused part of the last unit or term, the expected
+// wall clock's bill, and the cheapest way of paying the pricing lists (sim/billing.hpp).
+std::string billing_lines(const RunEstimate& e) {
+    if (!e.priced) return {};
+    const auto& b = e.bill;
+    std::string s =
+        fmt::format("  billed: {} {:.6g} {}s ({}{}), {:.1f}% of it unused; pro-rated {}\n",
+                    model::to_string(b.commitment), b.billed_units, b.unit, model::to_string(e.pricing.basis),
+                    e.pricing.basis == model::PriceBasis::machine_month
+                        ? std::string()
+                        : fmt::format(" per {}", model::to_string(e.pricing.increment)),
+                    100 * b.unused_fraction, money(b.cost_prorated, e.currency));
+    s += fmt::format(
+        "  expected wall clock {:.1f} d (slowdowns, checkpoints, failures, planned stops{}, restarts): {} billed",
+        e.expected_days, e.run.preemption_interval_s > 0 ? ", preemptions" : "", money(e.expected_cost, e.currency));
+    if (e.billing_options.size() > 1) {
+        const auto& c = e.billing_options[e.cheapest_option];
+        s += fmt::format("; cheapest listed option: {} at {} ({:.1f} d, {:.1f}% unused)",
+                         model::to_string(c.bill.commitment), money(c.bill.cost, e.currency), c.expected_days,
+                         100 * c.bill.unused_fraction);
+    }
+    return s + "\n";
+}
+
+std::string layout(const model::Plan& p) {
+    const auto& q = p.parallel;
+    std::string s = fmt::format("tp{} pp{}", q.tp, q.pp);
+    if (q.vp > 1) s += fmt::format(" vp{}", q.vp);
+    if (q.cp > 1) s += fmt::format(" cp{}", q.cp);
+    s += fmt::format(" dp{}", q.dp);
+    if (q.sequence_parallel) s += " sp";
+    return s;
+}
+
+// Without a price every money figure is unknown: null, with its band, never 0.
+void null_money_without_price(json& j, const RunEstimate& e) {
+    if (e.priced) return;
+    for (const char* k : {"price_per_gpu_hour", "cost", "expected_cost", "cost_per_million_tokens", "cost_prorated",
+                          "billed_units", "unused_fraction", "billing", "cheapest_billing"}) {
+        j[k] = nullptr;
+        for (const char* band : {"_p10", "_p90"})
+            if (j.contains(std::string(k) + band)) j[std::string(k) + band] = nullptr;
+    }
+}
+
+json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
+    const auto& p = plan.parallel;
+    json j{{"name", e.name},
+           {"fits", e.fits},
+           {"memory_tight", e.memory_tight},
+           {"memory_free_gib", to_gib(e.capacity - e.memory.total())},
+           {"memory_per_gpu_gib", to_gib(e.memory.total())},
+           {"memory", memory_json(e.memory, e.capacity)},
+           {"currency", e.currency},
+           {"price_per_gpu_hour", e.price_per_gpu_hour},
+           {"num_gpus", plan.num_gpus()},
+           {"gpu", plan.hardware.id},
+           {"profile_provenance", model::to_string(plan.hardware.provenance)},
+           {"model", plan.model.name},
+           {"precision", model::to_string(plan.precision)},
+           {"tp", p.tp},
+           {"pp", p.pp},
+           {"vp", p.vp},
+           {"cp", p.cp},
+           {"dp", p.dp},
+           {"sequence_parallel", p.sequence_parallel},
+           {"sharding", model::to_string(p.sharding)},
+           {"recompute", model::to_string(p.recompute)},
+           {"offload", model::to_string(p.offload)},
+           {"recompute_layers", model::full_recompute_layers(plan)},
+           {"framework", p.framework.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.framework)},
+           // The stack the figures model: the written framework's profile, or a well-tuned
+           // Megatron-Core stack when none is written.
+           {"assumed_stack", p.framework.empty() ? std::string("Megatron-Core defaults (no framework written)")
+                                                 : model::framework_profile(p.framework).why},
+           {"host_dispatch", model::to_string(p.host_dispatch)},
+           {"micro_batch", plan.training.micro_batch},
+           {"global_batch", plan.training.global_batch},
+           {"grad_accum", plan.grad_accum()},
+           {"seq_len", plan.training.seq_len},
+           {"tokens", plan.training.tokens},
+           {"model_flops_per_token_causal", e.model_flops_per_token_causal},
+           {"model_flops_per_token_noncausal", e.model_flops_per_token_noncausal},
+           {"mfu_peak_tflops", e.peak_tflops}};
+    if (plan.parallel.offload != model::Offload::none) {
+        j["host_memory_per_node_gib"] = to_gib(e.host_needed);
+        j["host_capacity_gib"] = to_gib(e.host_capacity);
+    }
+    if (!e.fits || !e.step) {
+        for (const char* k :
+             {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "mfu_noncausal",
+              "mfu_vs_bf16_peak", "days_to_train", "expected_days", "gpu_hours", "cost", "expected_cost",
+              "cost_per_million_tokens", "cost_prorated", "billed_units", "unused_fraction"})
+            j[k] = nullptr;
+        j["reason"] = e.memory.total() > e.capacity || plan.parallel.offload == model::Offload::none
+                          ? fmt::format("needs {:.1f} GiB per GPU on pipeline stage {}, the GPU has {:.1f} GiB",
+                                        to_gib(e.memory.total()), e.memory.stage, to_gib(e.capacity))
+                          : fmt::format(
+                                "its offloaded state needs {:.1f} GiB of host memory per node, the node has "
+                                "{:.1f} GiB",
+                                to_gib(e.host_needed), to_gib(e.host_capacity));
+        return j;
+    }
+    j["step_time_s"] = e.step_time_s;
+    j["tokens_per_s"] = e.tokens_per_s;
+    j["tokens_per_s_per_gpu"] = e.tokens_per_s_per_gpu;
+    j["model_tflops_per_gpu"] = e.model_tflops_per_gpu;
+    j["mfu"] = e.mfu;
+    j["mfu_noncausal"] = e.mfu_noncausal;
+    j["mfu_vs_bf16_peak"] = e.mfu_vs_bf16_peak;
+    j["steps"] = e.steps;
+    j["days_to_train"] = e.days_to_train;
+    j["expected_days"] = e.expected_days;
+    j["run"] = json{
+        {"checkpoint_bytes", e.run.checkpoint_bytes},
+        {"checkpoint_write_s", e.run.checkpoint_write_s},
+        {"cluster_mtbf_s", e.run.cluster_mtbf_s},
+        {"preemption_interval_s", e.run.preemption_interval_s > 0 ? json(e.run.preemption_interval_s) : json(nullptr)},
+        {"interruption_interval_s", e.run.interruption_interval_s},
+        {"planned_interval_s", e.run.planned_interval_s > 0 ? json(e.run.planned_interval_s) : json(nullptr)},
+        {"stretch", e.run.stretch},
+        {"checkpoint_interval_s", e.run.checkpoint_interval_s},
+        {"restart_s", e.run.restart_s},
+        {"preemption_wait_s", e.run.preemption_wait_s},
+        {"overhead_factor", e.run.overhead_factor},
+        {"expected_failures", e.run.expected_failures},
+        {"expected_preemptions", e.run.expected_preemptions},
+        {"expected_planned", e.run.expected_planned},
+        {"first_order_valid", e.run.first_order_valid}};
+    j["gpu_hours"] = e.gpu_hours;
+    // Money as billed (sim/billing.hpp); null without a price (null_money_without_price).
+    j["cost"] = e.cost;
+    j["cost_prorated"] = e.bill.cost_prorated;
+    j["billed_units"] = e.bill.billed_units;
+    j["unused_fraction"] = e.bill.unused_fraction;
+    j["expected_cost"] = e.expected_cost;
+    j["cost_per_million_tokens"] = e.cost_per_million_tokens;
+    if (e.priced) {
+        auto bill_json = [](const Bill& b) {
+            return json{{"commitment", model::to_string(b.commitment)},
+                        {"cost", b.cost},
+                        {"cost_prorated", b.cost_prorated},
+                        {"billed_units", b.billed_units},
+                        {"unit", b.unit},
+                        {"billed_hours", b.billed_hours},
+                        {"used_hours", b.used_hours},
+                        {"unused_fraction", b.unused_fraction},
+                        {"rate_after_discount", b.rate_after_discount}};
+        };
+        json options = json::array();
+        for (const auto& o : e.billing_options) {
+            auto oj = bill_json(o.bill);
+            oj["expected_days"] = o.expected_days;
+            options.push_back(oj);
+        }
+        j["billing"] = json{{"basis", model::to_string(e.pricing.basis)},
+                            {"increment", model::to_string(e.pricing.increment)},
+                            {"steady", bill_json(e.bill)},
+                            {"expected", bill_json(e.expected_bill)},
+                            {"options", options}};
+        j["cheapest_billing"] = options.empty() ? json(nullptr) : options[e.cheapest_option];
+    }
+    j["breakdown"] = breakdown_json(e.step->breakdown);
+    if (e.offload) {
+        const auto& o = *e.offload;
+        j["offload_time"] = json{{"shard_params", o.shard_params},
+                                 {"pcie_bytes_per_gpu", o.pcie_bytes},
+                                 {"grad_to_host_s", o.grad_to_host_s},
+                                 {"grad_exposed_s", o.grad_exposed_s},
+                                 {"cpu_adam_s", o.cpu_adam_s},
+                                 {"params_to_gpu_s", o.params_to_gpu_s},
+                                 {"param_fetch_s", o.param_fetch_s},
+                                 {"param_fetch_exposed_s", o.param_fetch_exposed_s},
+                                 {"gpu_optimizer_removed_s", o.gpu_optimizer_s},
+                                 {"added_s", o.added_s},
+                                 {"host_per_node_gib", to_gib(Bytes(o.host_bytes_per_node))},
+                                 {"host_capacity_gib", to_gib(Bytes(o.host_capacity))}};
+    }
+    j["critical_stage"] = e.step->critical_stage;
+    j["simulated_ranks"] = e.step->simulated_ranks;
+    j["simulated_ops"] = e.step->ops;
+    if (e.band) {
+        // p10 / p90 beside each contract field (docs/trust.md): time-like figures scale with the
+        // band's time factors, throughputs with their inverse.
+        const auto& b = *e.band;
+        auto time_like = [&](const char* k, double v) {
+            j[std::string(k) + "_p10"] = v * b.time_p10;
+            j[std::string(k) + "_p90"] = v * b.time_p90;
+        };
+        auto rate_like = [&](const char* k, double v) {
+            j[std::string(k) + "_p10"] = v / b.time_p90;
+            j[std::string(k) + "_p90"] = v / b.time_p10;
+        };
+        time_like("step_time_s", e.step_time_s);
+        rate_like("tokens_per_s", e.tokens_per_s);
+        rate_like("tokens_per_s_per_gpu", e.tokens_per_s_per_gpu);
+        rate_like("mfu", e.mfu);
+        time_like("days_to_train", e.days_to_train);
+        time_like("expected_days", e.expected_days);
+        time_like("gpu_hours", e.gpu_hours);
+        for (const char* k : {"cost", "expected_cost", "cost_per_million_tokens"})
+            for (const char* end : {"_p10", "_p90"}) j[std::string(k) + end] = nullptr; // unknown without a price
+        if (e.priced) {
+            // Money at the band's ends is billed like the prediction: whole units of the wall clock.
+            for (const auto& [k, f] : {std::pair{"_p10", b.time_p10}, std::pair{"_p90", b.time_p90}}) {
+                const double cost = e.bill_for_days(e.days_to_train * f).cost;
+                j[std::string("cost") + k] = cost;
+                j[std::string("expected_cost") + k] = e.bill_for_days(e.expected_days * f).cost;
+                j[std::string("cost_per_million_tokens") + k] = cost / (plan.training.tokens / 1e6);
+            }
+        }
+        j["band"] = json{{"basis", b.basis}, {"rows", b.rows}, {"regime", b.regime}, {"p50_factor", b.time_p50}};
+        j["out_of_domain"] = b.out_of_domain;
+    }
+    return j;
+}
+
+} // namespace
+
+json plan_json(const model::Plan& plan, const RunEstimate& e) {
+    json j = plan_json_priced(plan, e);
+    null_money_without_price(j, e);
+    return j;
+}
+
+json results_json(const std::vector<PlanResult>& results) {
+    // A plan that does not fit says what would make it fit (memory figures; fit_advice.hpp).
+    auto one = [](const PlanResult& r) {
+        auto j = plan_json(*r.plan, r.estimate);
+        if (!r.estimate.fits && model::check_layout(*r.plan).empty())
+            j["fit_advice"] = fit_advice_json(fit_advice({*r.plan}, kMemoryHeadroomFraction, false));
+        return j;
+    };
+    if (results.size() == 1) return one(results.front());
+    json arr = json::array();
+    for (const auto& r : results) arr.push_back(one(r));
+    return json{{"plans", arr}};
+}
+
+std::string plans_csv(const json& plans) {
+    // Columns: the union over the plans (a plan that does not fit, or one without a band, has
+    // fewer fields), lead columns first, the rest in order of first appearance.
+    std::vector<std::vector<std::pair<std::string, std::string>>> rows;
+    std::vector<std::string> columns;
+    for (const auto& pj : plans) {
+        auto& cells = rows.emplace_back();
+        flatten(pj, "", cells);
+        for (const auto& [k, v] : cells)
+            if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
+    }
+    std::stable_sort(columns.begin(), columns.end(),
+                     [](const std::string& a, const std::string& b) { return lead_position(a) < lead_position(b); });
+    std::string out;
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+        if (i > 0) out += ',';
+        out += csv_cell(columns[i]);
+    }
+    out += '\n';
+    for (const auto& cells : rows) {
+        for (std::size_t i = 0; i < columns.size(); ++i) {
+            if (i > 0) out += ',';
+            const auto it =
+                std::find_if(cells.begin(), cells.end(), [&](const auto& c) { return c.first == columns[i]; });
+            if (it != cells.end()) out += csv_cell(it->second);
+        }
+        out += '\n';
+    }
+    return out;
+}
+
+std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
+    std::string s;
+    s += fmt::format("== {} ==\n", e.name);
+    s += fmt::format("  {} on {} x {} ({}, profile: {}), {} | {} | {} sharding, recompute {}\n", plan.model.name,
+                     plan.num_gpus(), plan.hardware.name, model::to_string(plan.precision),
+                     model::to_string(plan.hardware.provenance), layout(plan),
+                     fmt::format("gbs {} x mbs {} x seq {}", plan.training.global_batch, plan.training.micro_batch,
+                                 plan.training.seq_len),
+                     model::to_string(plan.parallel.sharding), model::recompute_label(plan));
+    if (!plan.parallel.framework.empty())
+        s += fmt::format("  framework: {} (its behaviours fill the properties the scenario does not write)\n",
+                         plan.parallel.framework);
+    else
+        s += "  framework: none written: a well-tuned Megatron-Core stack is assumed (parallel.framework)\n";
+    const auto& m = e.memory;
+    s += fmt::format("  memory per GPU (stage {}): {:.1f} GiB of {:.1f} GiB{}\n", m.stage, to_gib(m.total()),
+                     to_gib(e.capacity),
+                     !e.fits           ? "  ** DOES NOT FIT **"
+                     : e.memory_tight ? fmt::format("  (tight: {:.1f} GiB free, less than the {:.0f}% an allocator "
+                                                     "needs against fragmentation)",
+                                                     to_gib(e.capacity - m.total()), 100 * kMemoryHeadroomFraction)
+                                       : std::string());
+    s += fmt::format("    weights {:.1f} | grads {:.1f} | optimizer {:.1f} | activations {:.1f} ({} in flight) | "
+                     "fp8 {:.1f} | workspace {:.2f} | reserved {:.1f} GiB\n",
+                     to_gib(m.weights), to_gib(m.gradients), to_gib(m.optimizer), to_gib(m.activations),
+                     m.inflight_microbatches, to_gib(m.fp8_buffers), to_gib(m.workspace), to_gib(m.reserved));
+    if (plan.parallel.offload != model::Offload::none)
+        s += fmt::format("  CPU offload ({}): {:.1f} GiB of host memory per node of {:.1f} GiB{}\n",
+                         model::to_string(plan.parallel.offload), to_gib(e.host_needed), to_gib(e.host_capacity),
+                         e.host_needed > e.host_capacity ? "  ** DOES NOT FIT **" : "");
+    if (!e.step) {
+        s += "  not simulated: the plan does not fit in memory\n";
+        return s;
+    }
+    const auto& b = e.step->breakdown;
+    const double t = e.step->step_time.seconds(); // the GPU's simulated step (CPU offload adds to it)
+    auto pct = [&](Time x) { return 100.0 * x.seconds() / t; };
+    s += fmt::format("  step time {:.3f} s (critical stage {}{}):\n", e.step_time_s, e.step->critical_stage,
+                     e.offload ? fmt::format("; the GPU's {:.3f} s plus CPU offload", t) : std::string());
+    s += fmt::format("    compute {:.3f} s ({:.1f}%: fwd {:.3f}, bwd {:.3f}, recompute {:.3f}) | optimizer {:.3f} s\n",
+                     b.compute().seconds(), pct(b.compute()), b.forward.seconds(), b.backward.seconds(),
+                     b.recompute.seconds(), b.optimizer.seconds());
+    s += fmt::format("    exposed comm: TP {:.3f} s ({:.1f}%) | CP {:.3f} | DP {:.3f} ({:.1f}%) | PP {:.3f} | "
+                     "pipeline bubble {:.3f} s ({:.1f}%)\n",
+                     b.tp_exposed.seconds(), pct(b.tp_exposed), b.cp_exposed.seconds(), b.dp_exposed.seconds(),
+                     pct(b.dp_exposed), b.pp_exposed.seconds(), b.bubble.seconds(), pct(b.bubble));
+    s += fmt::format(
+        "    host-bound {:.3f} s ({:.1f}%: the GPU waiting for the host to issue kernels; host busy {:.3f} s, "
+        "{})\n",
+        b.host_bound.seconds(), pct(b.host_bound), e.step->host_busy.seconds(),
+        model::to_string(plan.parallel.host_dispatch));
+    if (e.offload) {
+        const auto& o = *e.offload;
+        s += fmt::format(
+            "    CPU offload: +{:.3f} s per step (GPU optimizer {:.3f} s removed; gradients to host {:.3f} s, "
+            "{:.3f} exposed past backward; CPU Adam {:.3f} s for the node; parameters back {:.3f} s{})\n",
+            o.added_s + o.gpu_optimizer_s, o.gpu_optimizer_s, o.grad_to_host_s, o.grad_exposed_s, o.cpu_adam_s,
+            o.params_to_gpu_s,
+            o.param_fetch_s > 0
+                ? fmt::format("; parameter fetches {:.3f} s, {:.3f} exposed", o.param_fetch_s, o.param_fetch_exposed_s)
+                : std::string());
+    }
+    s += fmt::format("  throughput {:.0f} tokens/s ({:.0f} per GPU) | {:.0f} model TFLOP/s per GPU | "
+                     "MFU {:.1f}% of {:.0f} TFLOP/s ({} peak, causal FLOPs; non-causal {:.1f}%)\n",
+                     e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,
+                     model::to_string(plan.precision), 100 * e.mfu_noncausal);
+    if (!e.band) {
+        s += fmt::format("  {:.3g} tokens: {:.1f} days | {:.0f} GPU-hours | {}\n", plan.training.tokens,
+                         e.days_to_train, e.gpu_hours,
+                         !e.priced
+                             ? std::string("no price (pricing.rate)")
+                             : fmt::format("{} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
+                                           e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
+        s += billing_lines(e);
+        return s;
+    }
+    const auto& band = *e.band;
+    s += fmt::format(
+        "  {:.3g} tokens: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {}\n", plan.training.tokens,
+        e.days_to_train, e.days_to_train * band.time_p10, e.days_to_train * band.time_p90, e.gpu_hours,
+        e.gpu_hours * band.time_p10, e.gpu_hours * band.time_p90,
+        !e.priced ? std::string("no price (pricing.rate)")
+                  : fmt::format("{} ({}-{}) at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
+                                money(e.bill_for_days(e.days_to_train * band.time_p10).cost, e.currency),
+                                money(e.bill_for_days(e.days_to_train * band.time_p90).cost, e.currency),
+                                e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
+    s += billing_lines(e);
+    s += fmt::format("  80% band (p10-p90, docs/trust.md): {}; regime {}\n", band.basis, band.regime);
+    for (const auto& why : band.out_of_domain) s += fmt::format("  ** outside the evidence: {}\n", why);
+    return s;
+}
+
+std::string format_comparison(const std::vector<PlanResult>& results) {
+    std::vector<std::string> head{"plan"};
+    std::vector<std::vector<std::string>> rows;
+    auto row = [&](std::string label, auto&& f) {
+        std::vector<std::string> r{std::move(label)};
+        for (const auto& x : results) r.push_back(f(*x.plan, x.estimate));
+        rows.push_back(std::move(r));
+    };
+    for (const auto& x : results) head.push_back(x.estimate.name);
+    auto ok = [](const RunEstimate& e) { return e.fits && e.step.has_value(); };
+    row("GPUs", [](const model::Plan& p, const RunEstimate&) { return fmt::format("{} x {}", p.num_gpus(), p.hardware.id); });
+    row("precision", [](const model::Plan& p, const RunEstimate&) { return model::to_string(p.precision); });
+    row("layout", [](const model::Plan& p, const RunEstimate&) { return layout(p); });
+    row("memory/GPU", [](const model::Plan&, const RunEstimate& e) {
+        return fmt::format("{:.1f}/{:.1f} GiB{}", to_gib(e.memory.total()), to_gib(e.capacity),
+                           !e.fits ? " NO FIT" : e.memory_tight ? " tight" : "");
+    });
+    row("step time", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.3f} s", e.step_time_s) : std::string("-"); });
+    row("tokens/s/GPU", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.0f}", e.tokens_per_s_per_gpu) : std::string("-"); });
+    row("MFU", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.1f}%", 100 * e.mfu) : std::string("-"); });
+    row("days", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.1f}", e.days_to_train) : std::string("-"); });
+    row("GPU-hours", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.0f}", e.gpu_hours) : std::string("-"); });
+    row("cost", [&](const model::Plan&, const RunEstimate& e) {
+        return !ok(e) ? std::string("-") : !e.priced ? std::string("no price") : money(e.cost, e.currency);
+    });
+    row("per M tokens", [&](const model::Plan&, const RunEstimate& e) {
+        return !ok(e)      ? std::string("-")
+               : !e.priced ? std::string("no price")
+                           : fmt::format("{:.2f} {}", e.cost_per_million_tokens, e.currency);
+    });
+    std::vector<std::size_t> width(head.size(), 0);
+    for (std::size_t c = 0; c < head.size(); ++c) {
+        width[c] = head[c].size();
+        for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+    }
+    std::string s;
+    auto line = [&](const std::vector<std::string>& cells) {
+        for (std::size_t c = 0; c < cells.size(); ++c)
+            s += c == 0 ? fmt::format("{:<{}}", cells[c], width[c]) : fmt::format("  {:>{}}", cells[c], width[c]);
+        s += "\n";
+    };
+    line(head);
+    for (const auto& r : rows) line(r);
+    return s;
+}
+
+} // namespace trainsim::sim

@@ -1,0 +1,201 @@
+#include "trainsim/sim/search/fit_advice.hpp"
+
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/sim/search/plan_search.hpp"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+namespace trainsim::sim {
+
+namespace {
+
+// Memory and fit of one plan; `problem` set when its layout is not valid.
+KnobTry try_plan(std::string knob, model::Plan plan, double headroom) {
+    KnobTry k;
+    k.knob = std::move(knob);
+    if (const auto problems = model::check_layout(plan); !problems.empty()) {
+        k.problem = problems.front().key + ": " + problems.front().message;
+        k.plan = std::move(plan);
+        return k;
+    }
+    const auto mb = model::peak_memory(plan);
+    const Bytes cap = plan.hardware.hbm_capacity * (1.0 - headroom);
+    k.memory_gib = model::to_gib(mb.total());
+    k.capacity_gib = model::to_gib(cap);
+    k.host_gib = model::to_gib(model::host_offload_bytes_per_node(plan));
+    k.host_capacity_gib = model::to_gib(model::host_memory_per_node(plan));
+    k.fits = model::fits_in_memory(plan, mb, cap);
+    plan.name = fmt::format("{} GPUs {}", plan.num_gpus(), layout_label(plan));
+    k.plan = std::move(plan);
+    return k;
+}
+
+// A layout without pipelining: dp takes the pipeline's GPUs.
+model::Plan without_pipeline(model::Plan p) {
+    p.parallel.dp *= p.parallel.pp;
+    p.parallel.pp = 1;
+    p.parallel.vp = 1;
+    return p;
+}
+
+double memory_ratio(const model::Plan& p) {
+    if (!model::check_layout(p).empty()) return std::numeric_limits<double>::infinity();
+    return model::peak_memory(p).total() / p.hardware.hbm_capacity;
+}
+
+} // namespace
+
+FitAdvice fit_advice(const std::vector<model::Plan>& candidates, double headroom, bool simulate) {
+    FitAdvice a;
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& p : candidates) {
+        const double r = memory_ratio(p);
+        if (r < best) {
+            best = r;
+            a.closest = p;
+        }
+    }
+    const auto& c = a.closest;
+    a.closest_memory_gib = model::to_gib(model::peak_memory(c).total());
+    a.capacity_gib = model::to_gib(c.hardware.hbm_capacity * (1.0 - headroom));
+
+    auto full = [](model::Plan p) {
+        p.parallel.recompute = model::Recompute::full;
+        p.parallel.recompute_layers = 0;
+        return p;
+    };
+    auto zero3 = [](model::Plan p) {
+        p = without_pipeline(std::move(p));
+        p.parallel.sharding = model::Sharding::zero3;
+        return p;
+    };
+    auto mb1 = [](model::Plan p) {
+        p.training.micro_batch = 1;
+        return p;
+    };
+    auto offload_optimizer = [](model::Plan p) {
+        if (p.parallel.sharding == model::Sharding::none) p.parallel.sharding = model::Sharding::zero1;
+        p.parallel.offload = model::Offload::optimizer;
+        return p;
+    };
+    auto offload_params = [&](model::Plan p) {
+        p = zero3(std::move(p));
+        p.parallel.offload = model::Offload::params;
+        return p;
+    };
+    a.knobs.push_back(try_plan("parallel.recompute: full", full(c), headroom));
+    a.knobs.push_back(try_plan("parallel.sharding: zero3 (pp 1)", zero3(c), headroom));
+    a.knobs.push_back(try_plan("training.micro_batch: 1", mb1(c), headroom));
+    a.knobs.push_back(try_plan("parallel.offload: optimizer", offload_optimizer(c), headroom));
+    a.knobs.push_back(try_plan("parallel.offload: params (zero3, pp 1)", offload_params(c), headroom));
+    a.knobs.push_back(try_plan("all of them: zero3, full recompute, micro-batch 1, offload: params",
+                               offload_params(mb1(full(c))), headroom));
+
+    // The fewest GPUs at which a GPU-only layout fits: the request doubled, up to 64x.
+    SearchSpace space;
+    model::Plan gpu_only = c;
+    gpu_only.parallel.offload = model::Offload::none;
+    for (int gpus = c.num_gpus() * 2; gpus <= c.num_gpus() * 64; gpus *= 2) {
+        space.gpu_counts = {gpus};
+        std::vector<model::Plan> all;
+        try {
+            all = enumerate_layouts(gpu_only, space);
+        } catch (const SearchError&) {
+            break; // not whole nodes: no larger count is either
+        }
+        const model::Plan* least = nullptr;
+        double least_ratio = std::numeric_limits<double>::infinity();
+        for (const auto& p : all) {
+            if (!model::check_layout(p).empty()) continue;
+            const auto mb = model::peak_memory(p);
+            if (!model::fits_in_memory(p, mb, p.hardware.hbm_capacity * (1.0 - headroom))) continue;
+            const double r = mb.total() / p.hardware.hbm_capacity;
+            if (r < least_ratio) {
+                least_ratio = r;
+                least = &p;
+            }
+        }
+        if (least != nullptr) {
+            a.more_gpus = try_plan(fmt::format("{} GPUs", gpus), *least, headroom);
+            break;
+        }
+    }
+    if (simulate) {
+        for (auto& k : a.knobs)
+            if (k.fits) k.estimate = estimate_plan(k.plan);
+        if (a.more_gpus) a.more_gpus->estimate = estimate_plan(a.more_gpus->plan);
+    }
+    return a;
+}
+
+namespace {
+
+nlohmann::json knob_json(const KnobTry& k) {
+    nlohmann::json j{{"knob", k.knob}, {"layout", layout_label(k.plan)}, {"num_gpus", k.plan.num_gpus()}};
+    if (!k.problem.empty()) {
+        j["valid"] = false;
+        j["problem"] = k.problem;
+        j["fits"] = false;
+        return j;
+    }
+    j["valid"] = true;
+    j["fits"] = k.fits;
+    j["memory_gib"] = k.memory_gib;
+    j["capacity_gib"] = k.capacity_gib;
+    if (k.plan.parallel.offload != model::Offload::none) {
+        j["host_gib"] = k.host_gib;
+        j["host_capacity_gib"] = k.host_capacity_gib;
+    }
+    const bool sim = k.estimate && k.estimate->step;
+    j["days_to_train"] = sim ? nlohmann::json(k.estimate->days_to_train) : nlohmann::json(nullptr);
+    j["tokens_per_s_per_gpu"] = sim ? nlohmann::json(k.estimate->tokens_per_s_per_gpu) : nlohmann::json(nullptr);
+    j["cost"] = sim && k.estimate->priced ? nlohmann::json(k.estimate->cost) : nlohmann::json(nullptr);
+    return j;
+}
+
+std::string knob_text(const KnobTry& k) {
+    if (!k.problem.empty()) return fmt::format("  {:<62} not a valid layout: {}\n", k.knob, k.problem);
+    std::string s = fmt::format("  {:<62} {:6.1f} of {:.1f} GiB{}", k.knob, k.memory_gib, k.capacity_gib,
+                                k.plan.parallel.offload != model::Offload::none
+                                    ? fmt::format(", host {:.0f} of {:.0f} GiB", k.host_gib, k.host_capacity_gib)
+                                    : std::string());
+    if (!k.fits) return s + "  does not fit\n";
+    s += "  fits";
+    if (k.estimate && k.estimate->step)
+        s += fmt::format(
+            ": {:.1f} days, {:.0f} tokens/s/GPU{}", k.estimate->days_to_train, k.estimate->tokens_per_s_per_gpu,
+            k.estimate->priced ? fmt::format(", {:.0f} {}", k.estimate->cost, k.estimate->currency) : std::string());
+    return s + fmt::format(" ({})\n", layout_label(k.plan));
+}
+
+} // namespace
+
+nlohmann::json fit_advice_json(const FitAdvice& a) {
+    nlohmann::json knobs = nlohmann::json::array();
+    for (const auto& k : a.knobs) knobs.push_back(knob_json(k));
+    return {{"closest",
+             {{"layout", layout_label(a.closest)},
+              {"num_gpus", a.closest.num_gpus()},
+              {"memory_gib", a.closest_memory_gib},
+              {"capacity_gib", a.capacity_gib}}},
+            {"knobs", knobs},
+            {"more_gpus", a.more_gpus ? knob_json(*a.more_gpus) : nlohmann::json(nullptr)}};
+}
+
+std::string format_fit_advice(const FitAdvice& a) {
+    std::string s = fmt::format(
+        "closest layout: {} GPUs {} needs {:.1f} GiB per GPU; {:.1f} GiB may be used (the HBM "
+        "less the headroom)\nwhat makes it fit, each knob on that layout:\n",
+        a.closest.num_gpus(), layout_label(a.closest), a.closest_memory_gib, a.capacity_gib);
+    for (const auto& k : a.knobs) s += knob_text(k);
+    if (a.more_gpus)
+        s += "the fewest GPUs at which a GPU-only layout fits:\n" + knob_text(*a.more_gpus);
+    else
+        s += "no GPU-only layout fits up to 64x the GPUs asked for\n";
+    return s;
+}
+
+} // namespace trainsim::sim

@@ -1,0 +1,754 @@
+#include "trainsim/sim/search/plan_search.hpp"
+
+#include "trainsim/sim/search/parallel_for.hpp"
+
+#include "trainsim/model/accounting/flops.hpp"
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/model/workload/workload.hpp"
+#include "trainsim/sim/cost/compute_cost.hpp"
+#include "trainsim/sim/network/network.hpp"
+#include "trainsim/sim/step/executor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <unordered_map>
+#include <tuple>
+
+namespace trainsim::sim {
+
+std::vector<int> divisors(int n, int max) {
+    std::vector<int> out;
+    for (int d = 1; d <= std::min(n, max); ++d)
+        if (n % d == 0) out.push_back(d);
+    return out;
+}
+
+namespace {
+
+// Days and cost as the search ranks and filters them (SearchOptions::basis).
+struct Metrics {
+    double days = 0;
+    double cost = 0;
+};
+
+Metrics metrics_of(const RunEstimate& e, const SearchOptions& o) {
+    return o.basis == DaysBasis::expected ? Metrics{e.expected_days, e.expected_cost}
+                                          : Metrics{e.days_to_train, e.cost};
+}
+
+// The metrics of a plan whose step takes at least `step_s`, as lower bounds: the definitions of
+// estimate_plan (days = tokens / throughput, cost = GPU-hours x price), and for the expected basis
+// the run model's overhead factor, which depends on the plan's GPUs, nodes, parameters and run
+// settings but not on its step time. Shaved by a relative 1e-12, as the formulas here round
+// differently from estimate_plan's.
+Metrics metrics_lower_bound(const model::Plan& p, double step_s, const SearchOptions& o) {
+    const double tokens_per_step = static_cast<double>(p.training.global_batch) * p.training.seq_len;
+    const double days = p.training.tokens / tokens_per_step * step_s / 86400.0;
+    const double factor = o.basis == DaysBasis::expected ? run_time(p, 1.0, p.run).overhead_factor : 1.0;
+    const double shave = 1.0 - 1e-12;
+    const double wall_days = days * factor * shave;
+    // The bill only grows with the wall clock (whole units of it), so billing the bound bounds it.
+    const double cost =
+        has_price(p.pricing)
+            ? bill(p.pricing, p.pricing.commitment, wall_days * 24.0, p.cluster.nodes, p.cluster.gpus_per_node).cost *
+                  shave
+            : 0.0;
+    return {wall_days, cost};
+}
+
+// A lower bound on the step time from the layers' GEMM FLOPs alone, O(1) per plan: every layer
+// GEMM of the step (forward, dgrad and wgrad of QKV, projection, FC1, FC2: 3 x the forward FLOPs of
+// model::layer_gemm_flops_per_token per token) runs on some rank's compute stream, split across
+// TP / CP / PP / DP without loss, so the busiest rank runs at least 1 / num_gpus of them; and no
+// GEMM kernel runs faster than the dense peak of its precision at the sustained clock
+// (ComputeCost::gemm: efficiency <= 1, plus a memory term, a launch overhead, contention) or a
+// calibrated table sample's own rate, whichever is higher. It ignores attention, element-wise
+// kernels, communication, the pipeline bubble and recompute, so it is loose (about half the step
+// of a good plan), but it costs nothing: it prunes the GPU counts that cannot meet a deadline or
+// a budget before any graph is built.
+double gemm_flops_lower_bound_s(const model::Plan& p) {
+    const auto& hw = p.hardware;
+    double rate = 0;
+    if (auto it = hw.dense_peak.find(p.precision); it != hw.dense_peak.end()) rate = it->second.value();
+    for (const auto& s : hw.gemm_table)
+        if (s.precision == p.precision && s.time > Time())
+            rate = std::max(rate, 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) /
+                                      s.time.seconds());
+    if (!(rate > 0)) return 0.0;
+    const double tokens = static_cast<double>(p.training.global_batch) * p.training.seq_len;
+    const double flops = 3.0 * tokens * p.model.layers * model::layer_gemm_flops_per_token(p.model);
+    // ComputeCost divides by the sustained clock ratio and by the split-accumulation speed (never
+    // above 1 in a profile, but the bound stays a bound whatever they are).
+    return flops / p.num_gpus() / (rate * hw.sustained_clock_ratio * std::max(1.0, hw.fp8_split_accumulate_speed));
+}
+
+// The ranking key: (primary, secondary) metric; ties are broken by enumeration index.
+std::pair<double, double> rank_key(const Metrics& m, RankBy by) {
+    return by == RankBy::days ? std::pair{m.days, m.cost} : std::pair{m.cost, m.days};
+}
+
+bool passes_filters(const Metrics& m, const SearchOptions& o) {
+    if (o.deadline_days && m.days > *o.deadline_days) return false;
+    if (o.budget && m.cost > *o.budget) return false;
+    return true;
+}
+
+model::Plan with_gpu_count(const model::Plan& base, int gpus) {
+    model::Plan p = base;
+    if (auto why = model::set_gpu_count(p, gpus); !why.empty()) {
+        model::Diagnostic d;
+        d.file = "trainsim plan";
+        d.key = "--gpus";
+        d.message = std::move(why);
+        throw SearchError({d});
+    }
+    return p;
+}
+
+// A searched plan's name: its GPU count and layout.
+std::string search_name(const model::Plan& plan) {
+    return fmt::format("{} GPUs {}", plan.num_gpus(), layout_label(plan));
+}
+
+} // namespace
+
+std::string layout_label(const model::Plan& plan, bool with_dp) {
+    const auto& q = plan.parallel;
+    std::string s = fmt::format("tp{} pp{}", q.tp, q.pp);
+    if (q.vp > 1) s += fmt::format(" vp{}", q.vp);
+    if (q.cp > 1) s += fmt::format(" cp{}", q.cp);
+    if (with_dp) s += fmt::format(" dp{}", q.dp);
+    if (q.sequence_parallel) s += " sp";
+    s += fmt::format(" mbs{} {} rc:{}", plan.training.micro_batch, model::to_string(q.sharding),
+                     model::block_recompute(plan) ? fmt::format("block{}", model::full_recompute_layers(plan))
+                                                  : std::string(model::to_string(q.recompute)));
+    if (q.offload != model::Offload::none) s += fmt::format(" offload:{}", model::to_string(q.offload));
+    return s;
+}
+
+std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const SearchSpace& space) {
+    std::vector<int> counts = space.gpu_counts;
+    if (counts.empty()) counts.push_back(base.num_gpus());
+    std::vector<model::Plan> out;
+    const auto& m = base.model;
+    // The base plan's own sharding is always tried too, so that a scenario's ZeRO-3 or HSDP plan
+    // lies in the space it is compared against.
+    std::vector<model::Sharding> shardings = space.shardings;
+    if (std::find(shardings.begin(), shardings.end(), base.parallel.sharding) == shardings.end())
+        shardings.push_back(base.parallel.sharding);
+    for (int gpus : counts) {
+        const model::Plan node_plan = with_gpu_count(base, gpus);
+        const int gpn = node_plan.cluster.gpus_per_node;
+        for (int tp : divisors(gpn, gpn)) {
+            if (m.heads % tp != 0) continue;
+            for (int pp : model::pipeline_depths(m.layers, gpus / tp)) {
+                std::vector<int> vps{1};
+                if (pp > 1) vps = model::interleavings(m.layers, pp);
+                for (int cp = 1; cp <= space.max_cp && tp * pp * cp <= gpus; cp *= 2) {
+                    const int dp = model::derive_dp(gpus, tp, pp, cp);
+                    if (dp == 0) continue;
+                    if (base.training.global_batch % dp != 0) continue;
+                    const auto mbs = divisors(base.training.global_batch / dp, space.max_micro_batch);
+                    std::vector<bool> sps{tp > 1};
+                    if (tp > 1 && space.try_without_sp) sps.push_back(false);
+                    for (int vp : vps)
+                        for (bool sp : sps)
+                            for (int mb : mbs)
+                                for (auto sh : shardings)
+                                    for (auto off : space.offloads) {
+                                        // ZeRO-2/3 shard gradients across micro-batches: pp == 1 only (FSDP /
+                                        // HSDP under pp keep their gathered weights through the step).
+                                        if (pp > 1 && (sh == model::Sharding::zero3 || sh == model::Sharding::zero2))
+                                            continue;
+                                        for (auto rc : space.recomputes) {
+                                            model::Plan p = node_plan;
+                                            p.parallel.tp = tp;
+                                            p.parallel.pp = pp;
+                                            p.parallel.vp = vp;
+                                            p.parallel.cp = cp;
+                                            p.parallel.dp = dp;
+                                            p.parallel.sequence_parallel = sp;
+                                            p.parallel.sharding = sh;
+                                            p.parallel.offload = off;
+                                            p.parallel.recompute = rc;
+                                            p.training.micro_batch = mb;
+                                            p.name = search_name(p);
+                                            out.push_back(std::move(p));
+                                        }
+                                    }
+                }
+            }
+        }
+    }
+    return out;
+}
+
+namespace {
+
+// The least time the executor can spend on each op of a graph's representative ranks (one per
+// pipeline stage, as the search simulates them), costed by the executor's own nominal_op_time
+// (kernels, collectives incl. list-API copies), pipeline transfers point to point between the
+// representative ranks of two stages (global rank stage x stride_pp). The executor only ever
+// lengthens an op (a kernel next to communication runs slower, transfers sharing a link share
+// its bandwidth) except by rounding: when it re-rates a kernel or re-shares a link it rounds the
+// end time to whole ps, so an op can end up to half a ps early. Hence nominal - 1 ps.
+class LeastTimes {
+public:
+    LeastTimes(const model::Plan& plan, const model::OpGraph& graph, const AnalyticNetwork& network)
+        : proto_ps_(graph.protos.size(), {0, 0}), stride_pp_(model::rank_strides(plan.parallel).pp),
+          gpn_(plan.cluster.gpus_per_node) {
+        const ComputeCost compute(plan.hardware);
+        for (std::size_t i = 1; i < graph.protos.size(); ++i) {
+            const auto& p = graph.protos[i];
+            if (p.kind == model::OpKind::send || p.kind == model::OpKind::recv) {
+                // [0]: to a GPU of the same node, [1]: of another node (each only where one exists).
+                if (plan.cluster.gpus_per_node > 1) proto_ps_[i][0] = least(network.p2p(false, p.bytes));
+                if (plan.cluster.nodes > 1) proto_ps_[i][1] = least(network.p2p(true, p.bytes));
+            } else {
+                proto_ps_[i].fill(least(nominal_op_time(plan, graph, p, compute, network)));
+            }
+        }
+    }
+    // ps; `stage`: the stage whose program holds `op`.
+    [[nodiscard]] std::int64_t of(std::size_t stage, const model::Op& op) const {
+        const int node = static_cast<int>(stage) * stride_pp_ / gpn_;
+        const bool cross = op.peer_stage >= 0 && op.peer_stage * stride_pp_ / gpn_ != node;
+        return proto_ps_[op.proto][cross ? 1 : 0];
+    }
+
+private:
+    static std::int64_t least(Time nominal) { return std::max<std::int64_t>(0, nominal.count_ps() - 1); }
+    std::vector<std::array<std::int64_t, 2>> proto_ps_;
+    int stride_pp_;
+    int gpn_;
+};
+
+// Per pipeline stage: the sum of the least op times (ps) of each stream, with the compute stream
+// split into its kernels ([compute]) and the collectives that block it ([kBlocking]).
+constexpr std::size_t kBlocking = model::kNumStreams;
+using StreamSums = std::vector<std::array<std::int64_t, model::kNumStreams + 1>>;
+
+StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network) {
+    const auto graph = model::build_workload(plan);
+    const LeastTimes least(plan, graph, network);
+    StreamSums out(graph.stages.size());
+    for (std::size_t s = 0; s < graph.stages.size(); ++s) {
+        out[s].fill(0);
+        for (const auto& op : graph.stages[s].ops) {
+            const bool blocking =
+                op.stream == model::Stream::compute && graph.protos[op.proto].kind == model::OpKind::collective;
+            out[s][blocking ? kBlocking : static_cast<std::size_t>(op.stream)] += least.of(s, op);
+        }
+    }
+    return out;
+}
+
+// No stage finishes before the largest of, with s = the profile's comm_compute_slowdown:
+//   - the sum of any communication stream (a stream runs one op at a time);
+//   - C + B + max(0, A - B) x s / (1 + s), with C the compute kernels' sum, B the blocking
+//     collectives' and A the largest communication stream's sum. Why: the executor runs a kernel
+//     at 1 / (1 + s) of its speed while any communication of its rank is in flight (A at least,
+//     as a stream's ops do not overlap). Over the time the stage takes, kernels run outside
+//     communication for U0 and inside it for U1 <= A, and the compute stream is busy with blocking
+//     collectives for B: C <= U0 + U1 / (1 + s), and the stage takes at least
+//     U0 + U1 + max(B, A - U1) >= C + U1 x s / (1 + s) + max(B, A - U1), whose least over U1 is
+//     the expression above (at U1 = A - B when A > B, else U1 = 0).
+std::int64_t largest(const StreamSums& sums, double slowdown) {
+    const double slow = slowdown / (1.0 + slowdown);
+    std::int64_t best = 0;
+    for (const auto& st : sums) {
+        std::int64_t comm = 0;
+        for (std::size_t k = 0; k < model::kNumStreams; ++k)
+            if (k != static_cast<std::size_t>(model::Stream::compute)) comm = std::max(comm, st[k]);
+        const std::int64_t c = st[static_cast<std::size_t>(model::Stream::compute)], b = st[kBlocking];
+        // Rounded down to whole ps (and by 1 ps more for the floating-point product): a lower bound.
+        const auto extra = static_cast<std::int64_t>(static_cast<double>(std::max<std::int64_t>(0, comm - b)) * slow);
+        best = std::max({best, comm, c + b + std::max<std::int64_t>(0, extra - 1)});
+    }
+    return best;
+}
+
+// Stream sums for the plan's layout with `microbatches` micro-batches per step.
+StreamSums sums_with_microbatches(model::Plan plan, int microbatches, const AnalyticNetwork& network) {
+    plan.training.global_batch = microbatches * plan.training.micro_batch * plan.parallel.dp;
+    return stream_sums(plan, network);
+}
+
+std::int64_t stream_bound_ps(const model::Plan& plan, const AnalyticNetwork& network) {
+    // Every micro-batch adds the same ops to a stage (its forward and backward of each chunk, with
+    // their TP / CP collectives and pipeline transfers, same shapes); the rest (optimizer, DP
+    // reductions and gathers, once-per-step casts) does not depend on the count. So each
+    // (stage, stream) sum is a + b x microbatches, exactly, in integer ps, and two small graphs
+    // give a and b (1 and 2 micro-batches; pp and 2 pp for interleaving, which needs a multiple
+    // of pp) instead of the step's full graph (gradient accumulation of hundreds of micro-batches
+    // at small dp). A difference that does not divide evenly would show the premise broken: the
+    // full graph is then summed instead. Tested against the direct sum.
+    const double slowdown = plan.hardware.comm_compute_slowdown;
+    const int m = plan.grad_accum();
+    const int m1 = plan.parallel.vp > 1 ? plan.parallel.pp : 1, m2 = 2 * m1;
+    if (m <= m2) return largest(stream_sums(plan, network), slowdown);
+    const auto s1 = sums_with_microbatches(plan, m1, network);
+    const auto s2 = sums_with_microbatches(plan, m2, network);
+    if (s1.size() != s2.size()) return largest(stream_sums(plan, network), slowdown);
+    StreamSums s = s1;
+    const std::int64_t dm = m2 - m1, steps = m - m1;
+    for (std::size_t i = 0; i < s.size(); ++i)
+        for (std::size_t k = 0; k < s[i].size(); ++k) {
+            const std::int64_t d = s2[i][k] - s1[i][k];
+            if (d < 0 || d % dm != 0) return largest(stream_sums(plan, network), slowdown);
+            s[i][k] += d / dm * steps;
+        }
+    return largest(s, slowdown);
+}
+
+// The contention-free critical path of the step (ps): every op starts as soon as the ops it
+// depends on and the op before it on its stream have ended, and a pipeline transfer once both of
+// its sides are posted, as in the executor, and takes its least time. The executor starts each
+// op under exactly these rules, and takes at least that long for each, so by induction over
+// the ops in the order they start, no op ends earlier in the executor than here: the longest
+// path bounds the step time from below. It includes what the stream sums cannot see: pipeline
+// fill and drain, and communication on the critical path. 0 if the graph cannot complete (the
+// simulation then reports the stuck ops).
+std::int64_t critical_path_ps(const model::Plan& plan, const model::OpGraph& graph, const AnalyticNetwork& network) {
+    constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+    const LeastTimes least(plan, graph, network);
+    const std::size_t stages = graph.stages.size();
+    std::vector<std::uint32_t> base(stages + 1, 0);  // global op index of a stage's first op
+    for (std::size_t s = 0; s < stages; ++s)
+        base[s + 1] = base[s] + static_cast<std::uint32_t>(graph.stages[s].ops.size());
+    const std::uint32_t n = base[stages];
+    std::vector<std::int64_t> time(n, 0);  // ready time; once the op ended, its end time
+    std::vector<std::uint32_t> waiting(n, 0), next_on_stream(n, kNone), partner(n, kNone), first_dependent(n + 1, 0);
+    std::unordered_map<std::uint64_t, std::uint32_t> unmatched;  // pipeline transfers by (src, dst, tag)
+    for (std::size_t s = 0; s < stages; ++s) {
+        const auto& prog = graph.stages[s];
+        std::array<std::uint32_t, model::kNumStreams> last;
+        last.fill(kNone);
+        for (std::uint32_t i = 0; i < prog.ops.size(); ++i) {
+            const auto& o = prog.ops[i];
+            const std::uint32_t id = base[s] + i;
+            waiting[id] = o.dep_count;
+            for (std::uint32_t d = 0; d < o.dep_count; ++d) ++first_dependent[base[s] + prog.deps[o.dep_begin + d] + 1];
+            auto& prev = last[static_cast<std::size_t>(o.stream)];
+            if (prev != kNone) {
+                next_on_stream[prev] = id;
+                ++waiting[id];
+            }
+            prev = id;
+            if (o.peer_stage >= 0) {
+                // Matched as the executor matches them: (source stage, destination stage, tag).
+                const bool is_send = graph.protos[o.proto].kind == model::OpKind::send;
+                const auto self = static_cast<std::uint64_t>(s), peer = static_cast<std::uint64_t>(o.peer_stage);
+                const std::uint64_t key = (((is_send ? self : peer) << 20 | (is_send ? peer : self)) << 24) | o.tag;
+                auto [it, fresh] = unmatched.try_emplace(key, id);
+                if (!fresh) {
+                    partner[id] = it->second;
+                    partner[it->second] = id;
+                    unmatched.erase(it);
+                }
+            }
+        }
+    }
+    for (std::uint32_t i = 0; i < n; ++i) first_dependent[i + 1] += first_dependent[i];
+    std::vector<std::uint32_t> dependents(first_dependent[n]);
+    {
+        auto fill = first_dependent;
+        for (std::size_t s = 0; s < stages; ++s) {
+            const auto& prog = graph.stages[s];
+            for (std::uint32_t i = 0; i < prog.ops.size(); ++i) {
+                const auto& o = prog.ops[i];
+                for (std::uint32_t d = 0; d < o.dep_count; ++d)
+                    dependents[fill[base[s] + prog.deps[o.dep_begin + d]]++] = base[s] + i;
+            }
+        }
+    }
+    std::vector<std::int64_t> least_ps(n);
+    for (std::size_t s = 0; s < stages; ++s)
+        for (std::uint32_t i = 0; i < graph.stages[s].ops.size(); ++i)
+            least_ps[base[s] + i] = least.of(s, graph.stages[s].ops[i]);
+
+    std::vector<std::uint32_t> ready;
+    std::vector<char> posted(n, 0);
+    for (std::uint32_t i = 0; i < n; ++i)
+        if (waiting[i] == 0) ready.push_back(i);
+    std::int64_t longest = 0;
+    std::uint32_t ended = 0;
+    auto release = [&](std::uint32_t v, std::int64_t t) {
+        time[v] = std::max(time[v], t);
+        if (--waiting[v] == 0) ready.push_back(v);
+    };
+    auto end = [&](std::uint32_t i, std::int64_t t) {
+        time[i] = t;
+        longest = std::max(longest, t);
+        ++ended;
+        for (auto k = first_dependent[i]; k < first_dependent[i + 1]; ++k) release(dependents[k], t);
+        if (next_on_stream[i] != kNone) release(next_on_stream[i], t);
+    };
+    while (!ready.empty()) {
+        const auto i = ready.back();
+        ready.pop_back();
+        const auto p = partner[i];
+        if (p == kNone) {
+            end(i, time[i] + least_ps[i]);
+            continue;
+        }
+        posted[i] = 1;
+        if (posted[p] == 0) continue;
+        const std::int64_t start = std::max(time[i], time[p]);
+        end(i, start + least_ps[i]);
+        end(p, start + least_ps[p]);
+    }
+    return ended == n ? longest : 0;
+}
+
+} // namespace
+
+double step_time_lower_bound_s(const model::Plan& plan, const AnalyticNetwork& network) {
+    return Time::ps(stream_bound_ps(plan, network)).seconds();
+}
+
+double step_time_lower_bound_s(const model::Plan& plan) { return step_time_lower_bound_s(plan, plan_network(plan)); }
+
+double step_time_lower_bound_direct_s(const model::Plan& plan) {
+    return Time::ps(largest(stream_sums(plan, plan_network(plan)), plan.hardware.comm_compute_slowdown)).seconds();
+}
+
+double critical_path_lower_bound_s(const model::Plan& plan, const model::OpGraph& graph,
+                                   const AnalyticNetwork& network) {
+    return Time::ps(critical_path_ps(plan, graph, network)).seconds();
+}
+
+SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
+    if (!has_price(base.pricing) && (opt.rank == RankBy::cost || opt.budget)) {
+        model::Diagnostic d;
+        d.file = "trainsim plan";
+        d.key = opt.budget ? "--budget" : "--rank";
+        d.message = "a budget or a cost ranking needs a price (pricing.rate); without one the cost is unknown";
+        throw SearchError({d});
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    SearchResult res;
+    auto& st = res.stats;
+    const unsigned threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+    const std::size_t top = std::max<std::size_t>(1, opt.top);
+
+    auto all = enumerate_layouts(base, opt.space);
+    st.enumerated = all.size();
+
+    // 1. Validity and memory (cheap, exact: a plan that breaks a layout rule or does not fit is
+    //    not a candidate at all).
+    std::vector<char> fits(all.size(), 0);
+    parallel_for(all.size(), threads, [&](std::size_t i) {
+        if (!model::check_layout(all[i]).empty()) {
+            fits[i] = 1;
+            return;
+        }
+        fits[i] = model::fits_in_memory(all[i], model::peak_memory(all[i]),
+                                        all[i].hardware.hbm_capacity * (1.0 - opt.memory_headroom))
+                      ? 2
+                      : 0;
+    });
+    auto same_layout_but_recompute = [&](const model::Plan& a, const model::Plan& b) {
+        const auto& x = a.parallel;
+        const auto& y = b.parallel;
+        return a.num_gpus() == b.num_gpus() && x.tp == y.tp && x.pp == y.pp && x.vp == y.vp && x.cp == y.cp &&
+               x.dp == y.dp && x.sequence_parallel == y.sequence_parallel && x.sharding == y.sharding &&
+               x.offload == y.offload && a.training.micro_batch == b.training.micro_batch;
+    };
+    // Full recompute that fits is taken as block recompute of the fewest layers per chunk that
+    // still fit (recompute_layers): fewer recomputed layers only remove kernels. Not needed where
+    // the same layout fits without recompute, which beats any recompute (rule 2).
+    parallel_for(all.size(), threads, [&](std::size_t i) {
+        auto& p = all[i];
+        if (fits[i] != 2 || p.parallel.recompute != model::Recompute::full || p.parallel.recompute_layers != 0) return;
+        for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(p, all[j]);)
+            if (all[j].parallel.recompute == model::Recompute::none && fits[j] == 2) return;
+        p.parallel.recompute_layers =
+            model::fewest_recompute_layers(p, p.hardware.hbm_capacity * (1.0 - opt.memory_headroom));
+        if (p.parallel.recompute_layers > 0) p.name = search_name(p);
+    });
+    std::vector<std::size_t> cand;
+    // 2. Dominated recompute policies. Rule: among variants of one layout that differ only in the
+    //    recompute policy and all fit, a policy is dropped when a fitting lighter one adds a subset
+    //    of its kernels: no recompute beats every policy, selective (the attention forward of every
+    //    layer) beats full recompute of every layer, but not block recompute of some layers (whose
+    //    recomputed forward passes need not cover all the attention). Why it cannot drop the best:
+    //    recompute only *adds* compute-stream kernels (a forward pass of part or all of the layer
+    //    before its backward) and, for full recompute, the TP collectives of that forward, to the
+    //    same op graph; every other op is unchanged, and in the executor an op never
+    //    starts earlier because work was added before it on its stream. So its step time is >= the
+    //    lighter policy's, with the same GPUs, price and run settings: days and cost, steady or
+    //    expected, are >= too, and it cannot pass a deadline or budget the lighter one fails.
+    //    Enumeration puts recompute innermost, so the variants of one layout are adjacent.
+    auto lighter_subset = [](const model::Plan& light, const model::Plan& heavy) {
+        const auto l = light.parallel.recompute, h = heavy.parallel.recompute;
+        if (l == model::Recompute::none) return h != model::Recompute::none;
+        return l == model::Recompute::selective && h == model::Recompute::full && !model::block_recompute(heavy);
+    };
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        if (fits[i] == 1) {
+            ++st.invalid;
+            continue;
+        }
+        if (fits[i] == 0) {
+            ++st.does_not_fit;
+            continue;
+        }
+        bool dominated = false;
+        // With CPU offload the host's part of the step is not a sum of GPU kernels (parameter
+        // fetches hide behind recompute): no dominance argument, every policy is simulated.
+        if (opt.prune && all[i].parallel.offload == model::Offload::none) {
+            for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(all[i], all[j]);)
+                if (fits[j] == 2 && lighter_subset(all[j], all[i])) dominated = true;
+        }
+        if (dominated) ++st.pruned_dominated;
+        else cand.push_back(i);
+    }
+
+    // 3. Lower bounds on the step time; simulate in order of the first and skip a plan whose bound
+    //    (as days or cost) is already worse than the `top`-th accepted plan, or already misses the
+    //    deadline / budget. Two bounds: the stream sums (step_time_lower_bound_s: cheap, from two
+    //    small graphs, for every candidate) and, once there is a threshold to beat, the critical
+    //    path of the step's graph (built anyway to simulate the plan). Why no listed plan is
+    //    dropped: each bound is <= the plan's simulated step time, days and cost grow with the step
+    //    time, and the threshold only falls as plans are accepted, so every plan of the final top
+    //    list has bound <= metric <= threshold at every moment and is simulated.
+    //    One network per cluster shape: its topology and its cache of solved collectives serve
+    //    every plan on that cluster (the cache holds pure functions of the topology, so a plan's
+    //    costs are those of a network of its own; the cache is thread-safe).
+    // First the GEMM-FLOP bound (O(1) per plan): a plan that misses the deadline or the budget even
+    //    at that bound is dropped before any graph is built for it. It drops whole GPU counts that
+    //    are too small for a deadline (and too large for a budget: cost counts every GPU).
+    if (opt.prune && (opt.deadline_days || opt.budget)) {
+        std::vector<std::size_t> kept;
+        kept.reserve(cand.size());
+        for (std::size_t i : cand) {
+            if (passes_filters(metrics_lower_bound(all[i], gemm_flops_lower_bound_s(all[i]), opt), opt))
+                kept.push_back(i);
+            else
+                ++st.pruned_bound;
+        }
+        cand = std::move(kept);
+    }
+    std::map<std::pair<int, int>, std::unique_ptr<AnalyticNetwork>> networks;
+    auto cluster_key = [](const model::Plan& p) { return std::pair{p.cluster.nodes, p.cluster.gpus_per_node}; };
+    for (std::size_t i : cand) {
+        auto& n = networks[cluster_key(all[i])];
+        if (!n) n = std::make_unique<AnalyticNetwork>(plan_network(all[i]));
+    }
+    auto network_of = [&](const model::Plan& p) -> const AnalyticNetwork& { return *networks.at(cluster_key(p)); };
+
+    std::vector<double> lb(cand.size(), 0.0);
+    if (opt.prune)
+        parallel_for(cand.size(), threads, [&](std::size_t c) {
+            const auto& p = all[cand[c]];
+            // Offload removes the GPU optimizer from the step: the GPU graph's bounds do not bound it.
+            lb[c] = p.parallel.offload == model::Offload::none ? step_time_lower_bound_s(p, network_of(p)) : 0.0;
+        });
+    std::vector<std::size_t> order(cand.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    if (opt.prune)
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return lb[a] < lb[b]; });
+
+    std::mutex mu;
+    std::vector<std::pair<std::pair<double, double>, std::size_t>> accepted_keys;  // sorted, at most `top`
+    std::vector<std::optional<RunEstimate>> est(cand.size());
+    std::size_t done = 0;
+    std::atomic<std::size_t> pruned_bound{0}, pruned_critical_path{0}, simulated{0}, filtered{0};
+    auto report = [&] {
+        ++done;
+        if (opt.progress) opt.progress(done, cand.size());
+    };
+    // With several GPU counts each count's best plan is kept exact too (the frontier): a plan is
+    // dropped only if it can enter neither the top list nor beat its count's best so far.
+    std::vector<int> searched = opt.space.gpu_counts;
+    std::sort(searched.begin(), searched.end());
+    searched.erase(std::unique(searched.begin(), searched.end()), searched.end());
+    const bool per_count = searched.size() > 1;
+    std::map<int, double> count_best; // GPU count -> primary metric of its best accepted plan
+    auto primary = [&](const Metrics& m) { return opt.rank == RankBy::days ? m.days : m.cost; };
+    // Whether a plan of `gpus` GPUs whose metrics are at least `m` can no longer be listed. Call
+    // under `mu`.
+    auto hopeless = [&](const Metrics& m, int gpus) {
+        if (!passes_filters(m, opt)) return true;
+        if (accepted_keys.size() < top || primary(m) <= accepted_keys.back().first.first) return false;
+        if (!per_count) return true;
+        const auto it = count_best.find(gpus);
+        return it != count_best.end() && primary(m) > it->second;
+    };
+    auto has_threshold = [&] { return accepted_keys.size() >= top || opt.deadline_days || opt.budget; };
+    parallel_for(order.size(), threads, [&](std::size_t k) {
+        const std::size_t c = order[k];
+        const model::Plan& p = all[cand[c]];
+        bool check_path = false;
+        if (opt.prune) {
+            const Metrics m = metrics_lower_bound(p, lb[c], opt);
+            std::lock_guard lock(mu);
+            if (hopeless(m, p.num_gpus())) {
+                ++pruned_bound;
+                report();
+                return;
+            }
+            check_path = has_threshold() && p.parallel.offload == model::Offload::none;
+        }
+        const auto graph = model::build_workload(p);
+        if (check_path) {
+            const double path_s = critical_path_lower_bound_s(p, graph, network_of(p));
+            const Metrics m = metrics_lower_bound(p, path_s, opt);
+            std::lock_guard lock(mu);
+            if (hopeless(m, p.num_gpus())) {
+                ++pruned_critical_path;
+                report();
+                return;
+            }
+        }
+        auto e = estimate_plan(p, graph, network_of(p));
+        ++simulated;
+        std::lock_guard lock(mu);
+        if (e.fits && e.step && passes_filters(metrics_of(e, opt), opt)) {
+            const double v = primary(metrics_of(e, opt));
+            auto [it, fresh] = count_best.try_emplace(p.num_gpus(), v);
+            if (!fresh) it->second = std::min(it->second, v);
+            accepted_keys.emplace_back(rank_key(metrics_of(e, opt), opt.rank), cand[c]);
+            std::sort(accepted_keys.begin(), accepted_keys.end());
+            if (accepted_keys.size() > top) accepted_keys.pop_back();
+        } else {
+            ++filtered;
+        }
+        est[c] = std::move(e);
+        report();
+    });
+    st.pruned_bound += pruned_bound;
+    st.pruned_critical_path = pruned_critical_path;
+    st.simulated = simulated;
+    st.filtered = filtered;
+
+    // 4. Rank every accepted plan (not just the running top list) by (metric, enumeration index).
+    std::vector<std::pair<std::pair<double, double>, std::size_t>> ranked;
+    for (std::size_t c = 0; c < cand.size(); ++c)
+        if (est[c] && est[c]->fits && est[c]->step && passes_filters(metrics_of(*est[c], opt), opt))
+            ranked.emplace_back(rank_key(metrics_of(*est[c], opt), opt.rank), c);
+    std::sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
+        return std::tie(a.first, cand[a.second]) < std::tie(b.first, cand[b.second]);
+    });
+    if (per_count) {
+        // Each count's best is its first plan in the ranking; the Pareto front over the counts'
+        // bests in (days, cost) on the search's basis: no other count is at least as good on both
+        // and better on one.
+        for (int g : searched) {
+            CountBest cb;
+            cb.gpus = g;
+            for (const auto& [key, c] : ranked)
+                if (all[cand[c]].num_gpus() == g) {
+                    cb.best = RankedPlan{all[cand[c]], *est[c]};
+                    break;
+                }
+            res.frontier.push_back(std::move(cb));
+        }
+        for (auto& x : res.frontier) {
+            if (!x.best) continue;
+            const Metrics a = metrics_of(x.best->estimate, opt);
+            x.pareto = std::none_of(res.frontier.begin(), res.frontier.end(), [&](const CountBest& y) {
+                if (&y == &x || !y.best) return false;
+                const Metrics b = metrics_of(y.best->estimate, opt);
+                return b.days <= a.days && b.cost <= a.cost && (b.days < a.days || b.cost < a.cost);
+            });
+        }
+    }
+    for (std::size_t r = 0; r < ranked.size() && r < top; ++r) {
+        const std::size_t c = ranked[r].second;
+        res.plans.push_back({all[cand[c]], std::move(*est[c])});
+    }
+    st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return res;
+}
+
+std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPlan>& plans) {
+    auto simplicity = [](model::Sharding s) {
+        using S = model::Sharding;
+        constexpr std::array<S, 7> kOrder{S::none, S::zero1, S::dist_opt, S::zero2, S::fsdp, S::hsdp, S::zero3};
+        return std::find(kOrder.begin(), kOrder.end(), s) - kOrder.begin();
+    };
+    auto twins = [](const RankedPlan& a, const RankedPlan& b) {
+        const auto& x = a.plan.parallel; // everything but the sharding must match
+        const auto& y = b.plan.parallel;
+        const auto& e = a.estimate;
+        const auto& f = b.estimate;
+        return a.plan.num_gpus() == b.plan.num_gpus() && a.plan.cluster.gpus_per_node == b.plan.cluster.gpus_per_node &&
+               a.plan.training.micro_batch == b.plan.training.micro_batch && x.tp == y.tp && x.pp == y.pp &&
+               x.vp == y.vp && x.cp == y.cp && x.dp == y.dp && x.sequence_parallel == y.sequence_parallel &&
+               x.recompute == y.recompute && x.recompute_layers == y.recompute_layers && x.offload == y.offload &&
+               e.step_time_s == f.step_time_s && e.memory.total() == f.memory.total() && e.cost == f.cost &&
+               e.expected_days == f.expected_days;
+    };
+    std::vector<RankedPlan> kept;
+    std::vector<std::vector<std::string>> folded;
+    for (auto& p : plans) {
+        auto k = std::find_if(kept.begin(), kept.end(), [&](const RankedPlan& q) { return twins(q, p); });
+        if (k == kept.end()) {
+            kept.push_back(std::move(p));
+            folded.emplace_back();
+            continue;
+        }
+        auto& names = folded[static_cast<std::size_t>(k - kept.begin())];
+        if (simplicity(p.plan.parallel.sharding) < simplicity(k->plan.parallel.sharding)) {
+            names.push_back(k->plan.name);
+            *k = std::move(p);
+        } else {
+            names.push_back(p.plan.name);
+        }
+    }
+    plans = std::move(kept);
+    return folded;
+}
+
+std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up) {
+    const auto& a = best.estimate;
+    const auto& b = runner_up.estimate;
+    if (!a.step || !b.step) return {};
+    const auto& x = a.step->breakdown;
+    const auto& y = b.step->breakdown;
+    struct Row {
+        const char* name;
+        double diff;
+    };
+    std::vector<Row> rows{{"forward", (y.forward - x.forward).seconds()},
+                          {"backward", (y.backward - x.backward).seconds()},
+                          {"recompute", (y.recompute - x.recompute).seconds()},
+                          {"optimizer", (y.optimizer - x.optimizer).seconds()},
+                          {"exposed TP comm", (y.tp_exposed - x.tp_exposed).seconds()},
+                          {"exposed CP comm", (y.cp_exposed - x.cp_exposed).seconds()},
+                          {"exposed DP comm", (y.dp_exposed - x.dp_exposed).seconds()},
+                          {"exposed PP comm", (y.pp_exposed - x.pp_exposed).seconds()},
+                          {"pipeline bubble", (y.bubble - x.bubble).seconds()}};
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const Row& r, const Row& s) { return std::abs(r.diff) > std::abs(s.diff); });
+    std::string s = fmt::format("why the best wins: vs the runner-up ({}), {:.1f} vs {:.1f} days, step {:.3f} vs "
+                                "{:.3f} s; per step the runner-up spends",
+                                layout_label(runner_up.plan), a.days_to_train, b.days_to_train, a.step_time_s,
+                                b.step_time_s);
+    int shown = 0;
+    for (const auto& r : rows) {
+        if (shown == 3 || std::abs(r.diff) < 1e-4) break;
+        s += fmt::format("{} {:+.3f} s {}", shown == 0 ? "" : ",", r.diff, r.name);
+        ++shown;
+    }
+    if (shown == 0) s += " the same in every category (a tie broken by cost, then by enumeration order)";
+    return s + "\n";
+}
+
+} // namespace trainsim::sim

@@ -1,0 +1,436 @@
+#include "trainsim/sim/validate/validate.hpp"
+
+#include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/sim/report/report.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/search/parallel_for.hpp"
+#include "trainsim/sim/search/plan_search.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace trainsim::sim {
+
+ErrorStats error_stats(const std::vector<double>& signed_errors_pct) {
+    ErrorStats s;
+    s.n = static_cast<int>(signed_errors_pct.size());
+    if (s.n == 0) return s;
+    std::vector<double> a;
+    for (double e : signed_errors_pct) {
+        a.push_back(std::abs(e));
+        s.bias += e;
+        s.mape += std::abs(e);
+    }
+    s.bias /= s.n;
+    s.mape /= s.n;
+    std::sort(a.begin(), a.end());
+    auto quantile = [&](double q) {
+        // Linear interpolation between order statistics (type 7, as numpy's default).
+        const double pos = q * (static_cast<double>(a.size()) - 1.0);
+        const auto lo = static_cast<std::size_t>(std::floor(pos));
+        const auto hi = std::min(lo + 1, a.size() - 1);
+        return a[lo] + (pos - static_cast<double>(lo)) * (a[hi] - a[lo]);
+    };
+    s.median = quantile(0.5);
+    s.p90 = quantile(0.9);
+    s.max = a.back();
+    return s;
+}
+
+namespace {
+// Blank tp / pp that the GPU count could not settle (two blank degrees, or dp blank too): the
+// least model parallelism that fits, TP (inside the node) before PP, as Megatron's guidance
+// has it (Narayanan et al. SC'21 Sec. 3.3: tensor parallelism up to the node size, then
+// pipeline parallelism as the model needs). Checked with the most frugal blank settings
+// (micro-batch 1, full recompute, no interleaving); the tuning then runs on the chosen degrees.
+// Leaves the plan as it is when nothing fits.
+model::Plan choose_blank_degrees(const model::ValidationRow& row, std::vector<std::string>& choices,
+                                 std::vector<std::string>& still_defaulted) {
+    model::Plan base = row.plan;
+    still_defaulted = row.defaulted_degrees;
+    if (row.defaulted_degrees.empty()) return base;
+    auto is_free = [&](const char* d) {
+        return std::find(row.defaulted_degrees.begin(), row.defaulted_degrees.end(), d) != row.defaulted_degrees.end();
+    };
+    const auto& m = base.model;
+    const int gpus = base.num_gpus(), cp = base.parallel.cp;
+    std::vector<int> tps{base.parallel.tp}, pps{base.parallel.pp};
+    if (is_free("tp")) tps = divisors(base.cluster.gpus_per_node, base.cluster.gpus_per_node);
+    if (is_free("pp")) pps = model::pipeline_depths(m.layers, gpus);
+    std::vector<std::pair<int, int>> cands;
+    for (int tp : tps)
+        for (int pp : pps) {
+            if (m.heads % tp != 0 || m.kv_heads % tp != 0 || gpus % (tp * pp * cp) != 0) continue;
+            const int dp = gpus / (tp * pp * cp);
+            if (!row.dp_blank && dp != row.plan.parallel.dp) continue;
+            if (base.training.global_batch % dp != 0) continue;
+            cands.emplace_back(tp, pp);
+        }
+    std::sort(cands.begin(), cands.end(), [](const auto& a, const auto& b) {
+        return std::make_pair(a.first * a.second, a.second) < std::make_pair(b.first * b.second, b.second);
+    });
+    const auto fw = model::framework_profile(row.framework);
+    for (const auto& [tp, pp] : cands) {
+        model::Plan p = base;
+        p.parallel.tp = tp;
+        p.parallel.pp = pp;
+        p.parallel.dp = gpus / (tp * pp * cp);
+        // The framework's degree-dependent behaviours follow the new tp (sequence parallelism
+        // only where the row left it blank).
+        model::apply_framework_profile(fw, p, [&](std::string_view key) {
+            return key != "parallel.tp_comm_overlap" &&
+                   (key != "parallel.sequence_parallel" || !row.sequence_parallel_blank);
+        });
+        if (row.vp_cell_blank) p.parallel.vp = 1;
+        model::Plan frugal = p;
+        if (row.micro_batch_blank) frugal.training.micro_batch = 1;
+        if (row.recompute_blank) {
+            frugal.parallel.recompute = model::Recompute::full;
+            frugal.parallel.recompute_layers = 0;
+        }
+        if (!model::check_layout(frugal).empty()) continue;
+        if (model::peak_memory(frugal).total() > frugal.hardware.hbm_capacity) continue;
+        // The load's "tp=1 (blank)" and "dp=N (blank: ...)" give way to the degrees chosen here.
+        std::erase_if(choices, [&](const std::string& c) {
+            return c.starts_with("dp=") || std::any_of(row.defaulted_degrees.begin(), row.defaulted_degrees.end(),
+                                                       [&](const std::string& d) { return c == d + "=1 (blank)"; });
+        });
+        choices.push_back(fmt::format("tp={} pp={} dp={} (blank {}: the least model parallelism that fits, TP first)",
+                                      tp, pp, p.parallel.dp, fmt::join(row.defaulted_degrees, ", ")));
+        still_defaulted.clear();
+        return p;
+    }
+    return base;
+}
+} // namespace
+
+model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::string>& choices,
+                             std::vector<std::string>* defaulted) {
+    std::vector<std::string> still_defaulted;
+    model::Plan best = choose_blank_degrees(row, choices, still_defaulted);
+    if (defaulted != nullptr) *defaulted = still_defaulted;
+    const model::Plan chosen = best;
+    const auto fw = model::framework_profile(row.framework);
+    const bool vp_blank = row.vp_cell_blank && chosen.parallel.pp > 1 && fw.tune_blank_vp;
+    // A framework that splits the batch into one micro-batch per pipeline stage by default (the
+    // whole batch at once without pipelining) rather than a tuned size.
+    const bool per_stage_mb = row.micro_batch_blank && fw.microbatch_per_stage;
+    if (!row.micro_batch_blank && !row.recompute_blank && !vp_blank) return best;
+    // A published benchmark was tuned: among the micro-batch sizes that divide the per-rank batch
+    // (blank micro_batch) and the recompute policies (blank recompute, cheapest first), take the
+    // plan that fits in memory with the highest throughput.
+    const int per_rank = chosen.training.global_batch / chosen.parallel.dp;
+    std::vector<int> mbs{chosen.training.micro_batch};
+    if (row.micro_batch_blank && !per_stage_mb) {
+        mbs.clear();
+        for (int m = 1; m <= std::min(per_rank, 16); ++m)
+            if (per_rank % m == 0) mbs.push_back(m);
+    }
+    std::vector<model::Recompute> policies{chosen.parallel.recompute};
+    if (row.recompute_blank) {
+        policies = {model::Recompute::none, model::Recompute::selective, model::Recompute::full};
+        // A framework whose default is a stronger policy starts there.
+        policies.erase(policies.begin(), std::find(policies.begin(), policies.end(), chosen.parallel.recompute));
+    }
+    // Blank vp with pipelining: every interleaving depth that splits the layers evenly over the
+    // chunks (or, when they do not divide, the layers with the embedding and the loss counted as
+    // one each, model::chunk_layers) and leaves no chunk empty, as a tuned benchmark would have
+    // picked.
+    std::vector<int> vps{chosen.parallel.vp};
+    if (vp_blank) {
+        vps = model::interleavings(chosen.model.layers, chosen.parallel.pp);
+        if (vps.empty()) vps.push_back(1);
+    }
+    if (per_stage_mb) {
+        mbs.clear();
+        for (int v : vps) {
+            const int stages = chosen.parallel.pp * v;
+            if (per_rank % stages == 0 && std::find(mbs.begin(), mbs.end(), per_rank / stages) == mbs.end())
+                mbs.push_back(per_rank / stages);
+        }
+    }
+    double best_tps = -1;
+    for (auto rc : policies) {
+        for (int m : mbs) for (int v : vps) {
+                if (per_stage_mb && m * chosen.parallel.pp * v != per_rank) continue;
+                model::Plan p = chosen;
+                p.training.micro_batch = m;
+                p.parallel.recompute = rc;
+                p.parallel.vp = v;
+                if (!model::check_layout(p).empty()) continue;
+                // A tuned benchmark that must recompute recomputes as few layers as fit (block recompute).
+                if (row.recompute_blank && rc == model::Recompute::full && fw.block_recompute)
+                    p.parallel.recompute_layers = model::fewest_recompute_layers(p);
+                const auto e = estimate_plan(p);
+                if (!e.fits) continue;
+                if (e.tokens_per_s_per_gpu > best_tps) {
+                    best_tps = e.tokens_per_s_per_gpu;
+                    best = p;
+            }
+        }
+        if (best_tps > 0) break; // the cheapest policy that fits wins; stronger ones only cost time
+    }
+    if (per_stage_mb)
+        choices.push_back(
+            fmt::format("micro_batch={} (blank: one micro-batch per pipeline stage, the framework's "
+                        "default{})",
+                        best.training.micro_batch, best_tps < 0 ? "; none fits, kept 1" : ""));
+    else if (row.micro_batch_blank)
+        choices.push_back(
+            fmt::format("micro_batch={} (blank: the best-throughput size that fits, as the benchmark was "
+                        "tuned{})",
+                        best.training.micro_batch, best_tps < 0 ? "; none fits, kept 1" : ""));
+    if (vp_blank)
+        choices.push_back(fmt::format("vp={} (blank: the best-throughput interleaving that fits{})", best.parallel.vp,
+                                      best_tps < 0 ? "; none fits, kept 1" : ""));
+    if (row.recompute_blank)
+        choices.push_back(fmt::format("recompute={} (blank: the cheapest policy that fits{})",
+                                      model::recompute_label(best),
+                                      best_tps < 0 ? "; none fits, kept the framework default" : ""));
+    return best;
+}
+
+ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind, unsigned threads,
+                               const ErrorModel* bands, const std::function<void(std::size_t, std::size_t)>& progress) {
+    ValidationReport rep;
+    rep.rows.resize(rows.size());
+    auto one_row = [&](std::size_t i) {
+        const auto& row = rows[i];
+        RowResult& r = rep.rows[i];
+        r.id = row.id;
+        r.measured = row.measured_tokens_per_s_per_gpu;
+        r.gpu = row.gpu;
+        r.precision = model::to_string(row.plan.precision);
+        r.source_group = row.source_group;
+        r.kind = row.kind;
+        r.choices = row.choices;
+        if (!row.skip_reason.empty()) {
+            r.status = "skipped";
+            r.reason = row.skip_reason;
+            return;
+        }
+        if (!kind.empty() && row.kind != kind) {
+            r.status = "skipped";
+            r.reason = fmt::format("kind '{}' not selected (--kind {})", row.kind, kind);
+            return;
+        }
+        // Memory is reported but not enforced: a measured run fits by definition, so a
+        // "does not fit" verdict flags a memory-model error while the row is still compared.
+        std::vector<std::string> defaulted;
+        const model::Plan plan = tune_blank_cells(row, r.choices, &defaulted);
+        if (const auto problems = model::check_layout(plan); !problems.empty()) {
+            // Blank degrees for which no layout fits, left at the default 1 that the row's other
+            // cells rule out.
+            r.status = "skipped";
+            r.reason = fmt::format("blank {}: no layout fits; with the default 1:", fmt::join(defaulted, ", "));
+            for (const auto& prob : problems) r.reason += " " + prob.key + ": " + prob.message + ";";
+            r.reason.pop_back();
+            return;
+        }
+        auto e = estimate_plan(plan, {}, /*simulate_even_if_too_big=*/true);
+        if (!e.fits && !defaulted.empty()) {
+            r.status = "skipped";
+            r.reason = fmt::format(
+                "blank {}: the frameworks' default layout ({}) needs {:.1f} GiB > {:.1f} GiB on "
+                "stage {}; the source's layout is needed",
+                fmt::join(row.defaulted_degrees, ", "), layout_label(plan), model::to_gib(e.memory.total()),
+                model::to_gib(e.capacity), e.memory.stage);
+            return;
+        }
+        r.predicted = e.tokens_per_s_per_gpu;
+        if (e.step) {
+            r.has_step = true;
+            r.step_time_s = e.step->step_time.seconds();
+            r.host_busy_s = e.step->host_busy.seconds();
+            r.breakdown = e.step->breakdown;
+        }
+        r.regime = regime_of(plan);
+        r.features = features_of(plan);
+        if (row.kind == "end_to_end") {
+            // Whole-run totals also pay slowdowns, checkpoint writes, work lost to failures,
+            // planned stops and restarts: the run model's expected wall clock over the steady one
+            // (docs/model.md, "Whole run"), with the default run settings (Llama 3's published
+            // interruption table, planned stops, effective training time and diurnal variation),
+            // the same for every row, as the rows give none.
+            const auto& run = e.run;
+            r.predicted = e.tokens_per_s_per_gpu / run.overhead_factor;
+            r.choices.push_back(fmt::format(
+                "end_to_end: steady {:.0f} tokens/s/GPU / {:.4f} (run model with default run settings: x{:.3f} "
+                "slowdowns, a {:.2g} s checkpoint write every {:.0f} min, cluster MTBF {:.1f} h, a planned stop every "
+                "{:.1f} h, {:.0f} min per restart)",
+                e.tokens_per_s_per_gpu, run.overhead_factor, run.stretch, run.checkpoint_write_s,
+                run.checkpoint_interval_s / 60.0, run.cluster_mtbf_s / 3600.0, run.planned_interval_s / 3600.0,
+                run.restart_s / 60.0));
+        }
+        r.error_pct = (r.predicted - r.measured) / r.measured * 100.0;
+        if (bands != nullptr) {
+            const auto b = band_for(*bands, plan, e.step ? &e.step->breakdown : nullptr);
+            r.has_band = true;
+            r.predicted_p10 = r.predicted / b.time_p90;
+            r.predicted_p90 = r.predicted / b.time_p10;
+            r.out_of_domain = b.out_of_domain;
+        }
+        if (!e.fits) {
+            r.status = "does_not_fit";
+            r.reason = fmt::format(
+                "memory model says {:.1f} GiB > {:.1f} GiB on stage {} although the run "
+                "was measured: a memory-model error",
+                model::to_gib(e.memory.total()), model::to_gib(e.capacity), e.memory.stage);
+        } else {
+            r.status = "ok";
+        }
+    };
+    std::mutex progress_mu;
+    std::size_t done = 0;
+    parallel_for(rows.size(), threads, [&](std::size_t i) {
+        one_row(i);
+        if (!progress) return;
+        std::lock_guard lock(progress_mu);
+        progress(++done, rows.size());
+    });
+
+    std::vector<double> all;
+    std::map<std::string, std::vector<double>> gp, sg, kd;
+    for (const auto& r : rep.rows) {
+        if (r.status == "skipped") {
+            ++rep.skipped;
+            continue;
+        }
+        if (r.status == "does_not_fit") ++rep.does_not_fit;
+        all.push_back(r.error_pct);
+        gp[r.gpu + " " + r.precision].push_back(r.error_pct);
+        sg[r.source_group].push_back(r.error_pct);
+        kd[r.kind].push_back(r.error_pct);
+    }
+    rep.overall = error_stats(all);
+    if (bands != nullptr) {
+        std::vector<double> widths;
+        int inside = 0;
+        for (const auto& r : rep.rows) {
+            if (r.status == "skipped" || !r.has_band) continue;
+            inside += r.measured >= r.predicted_p10 && r.measured <= r.predicted_p90 ? 1 : 0;
+            widths.push_back(r.predicted_p90 / r.predicted_p10 - 1.0);
+        }
+        rep.has_bands = !widths.empty();
+        if (rep.has_bands) {
+            std::sort(widths.begin(), widths.end());
+            rep.coverage = static_cast<double>(inside) / static_cast<double>(widths.size());
+            rep.median_width = widths.size() % 2 == 1
+                                   ? widths[widths.size() / 2]
+                                   : 0.5 * (widths[widths.size() / 2 - 1] + widths[widths.size() / 2]);
+        }
+    }
+    for (const auto& [k, v] : gp) rep.by_gpu_precision[k] = error_stats(v);
+    for (const auto& [k, v] : sg) rep.by_source_group[k] = error_stats(v);
+    for (const auto& [k, v] : kd) rep.by_kind[k] = error_stats(v);
+    return rep;
+}
+
+std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& rows, const std::string& file_name,
+                                       bool held_out, unsigned threads) {
+    std::vector<ErrorSample> out;
+    const auto rep = validate_rows(rows, "step", threads);
+    for (const auto& r : rep.rows) {
+        if (r.status == "skipped") continue;
+        out.push_back({file_name, r.source_group, r.regime, r.features, r.error_pct / 100.0, held_out});
+    }
+    return out;
+}
+
+namespace {
+nlohmann::json stats_json(const ErrorStats& s) {
+    return {{"n", s.n},
+            {"mape_pct", s.mape},
+            {"median_abs_pct", s.median},
+            {"p90_abs_pct", s.p90},
+            {"max_abs_pct", s.max},
+            {"bias_pct", s.bias}};
+}
+} // namespace
+
+nlohmann::json report_json(const ValidationReport& r) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& x : r.rows) {
+        nlohmann::json j{{"id", x.id},
+                         {"status", x.status},
+                         {"measured_tokens_per_s_per_gpu", x.measured},
+                         {"reason", x.reason},
+                         {"choices", x.choices}};
+        if (x.status == "skipped") {
+            j["predicted_tokens_per_s_per_gpu"] = nullptr;
+            j["error_pct"] = nullptr;
+        } else {
+            j["predicted_tokens_per_s_per_gpu"] = x.predicted;
+            j["error_pct"] = x.error_pct;
+            j["regime"] = x.regime.key();
+            if (x.has_step) {
+                j["step_time_s"] = x.step_time_s;
+                j["host_busy_s"] = x.host_busy_s;
+                j["breakdown"] = breakdown_json(x.breakdown);
+            }
+            if (x.has_band) {
+                j["predicted_p10"] = x.predicted_p10;
+                j["predicted_p90"] = x.predicted_p90;
+                j["out_of_domain"] = x.out_of_domain;
+            }
+        }
+        rows.push_back(j);
+    }
+    nlohmann::json summary = stats_json(r.overall);
+    summary["skipped"] = r.skipped;
+    summary["does_not_fit"] = r.does_not_fit;
+    for (const auto& [k, v] : r.by_gpu_precision) summary["by_gpu_precision"][k] = stats_json(v);
+    for (const auto& [k, v] : r.by_source_group) summary["by_source_group"][k] = stats_json(v);
+    for (const auto& [k, v] : r.by_kind) summary["by_kind"][k] = stats_json(v);
+    if (r.has_bands) {
+        summary["band_coverage"] = r.coverage;
+        summary["band_median_width"] = r.median_width;
+    }
+    return {{"rows", rows}, {"summary", summary}};
+}
+
+std::string report_text(const ValidationReport& r, bool verbose) {
+    std::string s = fmt::format("{:>5}  {:<14} {:<22} {:>11} {:>11} {:>8}  {}\n", "id", "status", "gpu precision",
+                                "predicted", "measured", "error", "note");
+    for (const auto& x : r.rows) {
+        if (x.status == "skipped") {
+            s += fmt::format("{:>5}  {:<14} {:<22} {:>11} {:>11.0f} {:>8}  {}\n", x.id, x.status,
+                             x.gpu + " " + x.precision, "-", x.measured, "-", x.reason);
+            continue;
+        }
+        s += fmt::format("{:>5}  {:<14} {:<22} {:>11.0f} {:>11.0f} {:>+7.1f}%  {}\n", x.id, x.status,
+                         x.gpu + " " + x.precision, x.predicted, x.measured, x.error_pct,
+                         x.status == "does_not_fit" ? x.reason : "");
+        if (verbose)
+            for (const auto& c : x.choices) s += fmt::format("{:>7}chose {}\n", "", c);
+    }
+    auto line = [](const std::string& name, const ErrorStats& st) {
+        return fmt::format(
+            "  {:<34} n={:<3} MAPE {:5.1f}%  median {:5.1f}%  p90 {:5.1f}%  max {:5.1f}%  bias {:+5.1f}%\n", name, st.n,
+            st.mape, st.median, st.p90, st.max, st.bias);
+    };
+    s += "\nsummary (|predicted - measured| / measured, tokens/s/GPU):\n";
+    s += line("overall", r.overall);
+    s += "by gpu x precision:\n";
+    for (const auto& [k, v] : r.by_gpu_precision) s += line(k, v);
+    s += "by source group:\n";
+    for (const auto& [k, v] : r.by_source_group) s += line(k, v);
+    s += "by kind:\n";
+    for (const auto& [k, v] : r.by_kind) s += line(k, v);
+    s += fmt::format("skipped {}, measured-but-does-not-fit (memory-model errors) {}\n", r.skipped, r.does_not_fit);
+    if (r.has_bands)
+        s += fmt::format(
+            "80% bands (docs/trust.md): {:.0f}% of the compared rows inside their band; median width "
+            "{:.0f}% of the p10 throughput\n",
+            100 * r.coverage, 100 * r.median_width);
+    return s;
+}
+
+} // namespace trainsim::sim
