@@ -4,6 +4,7 @@
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/model/workload/workload.hpp"
 #include "trainsim/sim/cost/compute_cost.hpp"
+#include "trainsim/sim/engine/heap_policy.hpp"
 #include "trainsim/sim/network/network.hpp"
 #include "trainsim/sim/run/estimate.hpp"
 #include "trainsim/sim/step/executor.hpp"
@@ -38,4 +39,12 @@ BENCHMARK(BM_Llama70B_1024xH100_BuildWorkload)->Unit(benchmark::kMillisecond);
 
 } // namespace
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, with the simulator's heap policy set first as trainsim's own main does.
+int main(int argc, char** argv) {
+    trainsim::sim::keep_freed_memory();
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

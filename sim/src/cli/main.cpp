@@ -4,6 +4,7 @@
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/model/workload/workload.hpp"
 #include "trainsim/sim/cli/cli.hpp"
+#include "trainsim/sim/engine/heap_policy.hpp"
 #include "trainsim/sim/step/executor.hpp"
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
+    trainsim::sim::keep_freed_memory();
     try {
         return trainsim::sim::run_cli(argc, argv);
     } catch (const trainsim::model::InputError& e) {

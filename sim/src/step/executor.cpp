@@ -37,13 +37,17 @@ struct RankState {
     int id = 0;     // global rank (Megatron order)
     int stage = 0;
     int tp_i = 0, cp_i = 0, dp_i = 0;
-    std::vector<std::uint32_t> deps_left;
-    std::vector<Time> start, end;
-    std::vector<bool> completed;
-    // The host thread issues the program's ops in order: op i can start on the GPU from issue[i].
-    // Ops before host_pos have their issue times; the host stops after an op it must wait for
-    // (host_wait) until that op completes. `waiting`: ready ops the host has not issued yet.
-    std::vector<Time> issue;
+    // Per-op state, one record per op so the fields the executor touches together share a cache
+    // line (one array per field: BM_Llama70B_1024xH100_Step 19.8 ms; one record: 17.0 ms).
+    // The host thread issues the program's ops in order: op i can start on the GPU from
+    // state[i].issue. Ops before host_pos have their issue times; the host stops after an op it must
+    // wait for (host_wait) until that op completes. `waiting`: ready ops the host has not issued yet.
+    struct OpState {
+        Time start, end, issue;
+        std::uint32_t deps_left = 0;
+        bool completed = false;
+    };
+    std::vector<OpState> state;
     std::uint32_t host_pos = 0;
     std::uint32_t host_wait = kNone;
     Time host_clock;
@@ -136,7 +140,7 @@ public:
             const auto& ss = stages_[static_cast<std::size_t>(r.stage)];
             for (int s = 0; s < model::kNumStreams; ++s) {
                 const auto& q = ss.queue[static_cast<std::size_t>(s)];
-                if (!q.empty() && r.deps_left[q.front()] == 0) try_start(static_cast<int>(slot), q.front());
+                if (!q.empty() && r.state[q.front()].deps_left == 0) try_start(static_cast<int>(slot), q.front());
             }
         }
         StepResult res;
@@ -174,7 +178,7 @@ public:
                 for (std::uint32_t i = 0; i < prog.ops.size(); ++i) {
                     const Time h = host_cost(prog.ops[i]);
                     res.trace.push_back(
-                        {r.id, prog.ops[i].stream, i, r.start[i], r.end[i], r.issue[i] - h, r.issue[i]});
+                        {r.id, prog.ops[i].stream, i, r.state[i].start, r.state[i].end, r.state[i].issue - h, r.state[i].issue});
                 }
             }
         }
@@ -215,12 +219,8 @@ private:
             r.stage = stage;
             r.id = tp_i * strides_.tp + cp_i * strides_.cp + dp_i * strides_.dp + stage * strides_.pp;
             const auto& prog = g_.stages[static_cast<std::size_t>(stage)];
-            r.deps_left.resize(prog.ops.size());
-            for (std::size_t i = 0; i < prog.ops.size(); ++i) r.deps_left[i] = prog.ops[i].dep_count;
-            r.start.assign(prog.ops.size(), Time());
-            r.end.assign(prog.ops.size(), Time());
-            r.completed.assign(prog.ops.size(), false);
-            r.issue.assign(prog.ops.size(), Time());
+            r.state.resize(prog.ops.size());
+            for (std::size_t i = 0; i < prog.ops.size(); ++i) r.state[i].deps_left = prog.ops[i].dep_count;
             r.proto_busy.assign(g_.protos.size(), Time());
             ranks_.push_back(std::move(r));
         };
@@ -272,7 +272,7 @@ private:
             const Time c = host_cost(o);
             r.host_clock += c;
             r.host_busy += c;
-            r.issue[r.host_pos] = r.host_clock;
+            r.state[r.host_pos].issue = r.host_clock;
             if (g_.protos[o.proto].host_sync) r.host_wait = r.host_pos;
             ++r.host_pos;
         }
@@ -298,8 +298,8 @@ private:
             r.waiting.push_back(op);
             return;
         }
-        if (r.issue[op] > engine_.now()) {
-            engine_.schedule_at(r.issue[op], ExecEvent{ExecEvent::Kind::start, slot, op});
+        if (r.state[op].issue > engine_.now()) {
+            engine_.schedule_at(r.state[op].issue, ExecEvent{ExecEvent::Kind::start, slot, op});
             return;
         }
         start_issued(slot, op);
@@ -327,15 +327,15 @@ private:
         Time latest;
         for (std::uint32_t d = 0; d < o.dep_count; ++d) {
             const auto dep = prog.deps[o.dep_begin + d];
-            if (blocker == kNone || r.end[dep] > latest) {
-                latest = r.end[dep];
+            if (blocker == kNone || r.state[dep].end > latest) {
+                latest = r.state[dep].end;
                 blocker = dep;
             }
         }
         // The GPU was ready (idle, the op's inputs done) before the host issued the op: that
         // wait is host-bound; what came before it is accounted to what the op waited for.
         const Time ready = model::max(r.compute_free, blocker == kNone ? r.compute_free : latest);
-        const Time host = model::max(model::min(now, r.issue[op]) - ready, Time());
+        const Time host = model::max(model::min(now, r.state[op].issue) - ready, Time());
         r.bd.host_bound += host;
         const Time gap = now - r.compute_free - host;
         if (gap <= Time()) return;
@@ -349,7 +349,7 @@ private:
             case Stream::pp_recv_fwd:
             case Stream::pp_recv_bwd: {
                 // The transfer itself is pipeline communication; waiting before it began is bubble.
-                const Time transfer = r.end[blocker] - model::max(r.start[blocker], r.compute_free);
+                const Time transfer = r.state[blocker].end - model::max(r.state[blocker].start, r.compute_free);
                 const Time pp = model::min(gap, model::max(transfer, Time()));
                 r.bd.pp_exposed += pp;
                 r.bd.bubble += gap - pp;
@@ -380,7 +380,7 @@ private:
         account_gap(r, op);
         const auto& o = prog_of(r).ops[op];
         const Time now = engine_.now();
-        r.start[op] = now;
+        r.state[op].start = now;
         r.running = op;
         r.nominal = proto_time_[o.proto];
         r.work_left_ps = static_cast<double>(r.nominal.count_ps());
@@ -467,7 +467,7 @@ private:
         } else {
             comm_changed(slot, +1);
         }
-        r.start[op] = engine_.now();
+        r.state[op].start = engine_.now();
         const auto d = static_cast<std::size_t>(domain >= 0 ? domain : proto_domain_[o.proto]);
         settle_domain(r, d);
         r.comm_domain[d].push_back({op, static_cast<double>(dur.count_ps()), EventId{}});
@@ -516,18 +516,18 @@ private:
         const auto& prog = prog_of(r);
         const auto& o = prog.ops[op];
         const Time now = engine_.now();
-        if (r.completed[op]) {
+        if (r.state[op].completed) {
             throw InternalError(fmt::format("op {} '{}' of rank {} completed twice", op, g_.protos[o.proto].name, r.id));
         }
-        r.completed[op] = true;
-        r.end[op] = now;
+        r.state[op].completed = true;
+        r.state[op].end = now;
         if (now >= r.finish) {
             r.finish = now;
             r.last_stream = o.stream;
         }
         ++r.done;
         if (o.stream == Stream::compute) {
-            const Time took = now - r.start[op];
+            const Time took = now - r.state[op].start;
             r.proto_busy[o.proto] += took;
             const auto& p = g_.protos[o.proto];
             if (is_compute_kind(p.kind)) {
@@ -558,7 +558,7 @@ private:
         const auto& ss = stages_[static_cast<std::size_t>(r.stage)];
         for (auto i = ss.rdep_begin[op]; i < ss.rdep_begin[op + 1]; ++i) {
             const auto d = ss.rdeps[i];
-            if (--r.deps_left[d] == 0) {
+            if (--r.state[d].deps_left == 0) {
                 const auto ds = static_cast<std::size_t>(prog.ops[d].stream);
                 if (ss.pos_in_stream[d] == r.head[ds]) try_start(slot, d);
             }
@@ -567,7 +567,7 @@ private:
         const auto next = ++r.head[s];
         if (next < ss.queue[s].size()) {
             const auto n = ss.queue[s][next];
-            if (r.deps_left[n] == 0) try_start(slot, n);
+            if (r.state[n].deps_left == 0) try_start(slot, n);
         }
     }
 
@@ -588,7 +588,7 @@ private:
                 const auto op = ss.queue[static_cast<std::size_t>(s)][h];
                 const auto& o = prog.ops[op];
                 msg += fmt::format(" [{}: op {} '{}' mb {} chunk {}, {} deps left]", model::to_string(o.stream), op,
-                                   g_.protos[o.proto].name, o.microbatch, o.chunk, r.deps_left[op]);
+                                   g_.protos[o.proto].name, o.microbatch, o.chunk, r.state[op].deps_left);
             }
         }
         if (stuck > 0) {

@@ -54,8 +54,12 @@ public:
         }
         slots_[slot].seq = seq;
         slots_[slot].payload = std::move(p);
-        heap_.push_back(Entry{t, seq, slot});
-        std::push_heap(heap_.begin(), heap_.end(), Later{});
+        if (t == now_) {
+            now_fifo_.push_back(Entry{t, seq, slot}); // see `now_fifo_`: already in order
+        } else {
+            heap_.push_back(Entry{t, seq, slot});
+            std::push_heap(heap_.begin(), heap_.end(), Later{});
+        }
         ++live_;
         return EventId{seq, slot};
     }
@@ -72,10 +76,21 @@ public:
     template <class Handler>
     std::uint64_t run(Handler&& handle) {
         std::uint64_t executed = 0;
-        while (!heap_.empty()) {
-            std::pop_heap(heap_.begin(), heap_.end(), Later{});
-            const Entry e = heap_.back();
-            heap_.pop_back();
+        for (;;) {
+            Entry e{};
+            if (!heap_.empty() && (heap_.front().t == now_ || fifo_head_ == now_fifo_.size())) {
+                std::pop_heap(heap_.begin(), heap_.end(), Later{});
+                e = heap_.back();
+                heap_.pop_back();
+            } else if (fifo_head_ < now_fifo_.size()) {
+                e = now_fifo_[fifo_head_++];
+                if (fifo_head_ == now_fifo_.size()) {
+                    now_fifo_.clear();
+                    fifo_head_ = 0;
+                }
+            } else {
+                break;
+            }
             if (slots_[e.slot].seq != e.seq) continue; // cancelled
             Payload p = std::move(slots_[e.slot].payload);
             release(e.slot); // ran: a later cancel is a no-op
@@ -114,6 +129,13 @@ private:
         --live_;
     }
     std::vector<Entry> heap_;
+    // Events scheduled for the current time, in scheduling order. They need no heap: each was
+    // scheduled after every event already in the heap for this time (those were scheduled while
+    // the clock was earlier), so "heap entries at now first, then this FIFO" is exactly the
+    // (time, sequence) order; the clock only advances once the FIFO is empty. Most of the step
+    // executor's events (a stream starting its next op, a host resuming) land here.
+    std::vector<Entry> now_fifo_;
+    std::size_t fifo_head_ = 0;
     std::vector<Slot> slots_;
     std::vector<std::uint32_t> free_;
     std::uint64_t next_seq_ = 0;
