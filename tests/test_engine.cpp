@@ -82,3 +82,31 @@ TEST_CASE("engine: a default event handle refers to no event", "[engine]") {
     CHECK(e.run() == 1);
     CHECK(ran == 1);
 }
+
+TEST_CASE("engine: events scheduled for the current time run after those already due then, in order", "[engine]") {
+    // Definition: events run in (time, scheduling sequence) order. Events scheduled for "now"
+    // take a shortcut past the heap; this checks the shortcut keeps that order, including with
+    // a cancellation and with events scheduled before the first one runs (time 0).
+    Engine e;
+    std::vector<int> order;
+    trainsim::sim::EventId cancelled;
+    e.schedule_at(Time(), [&] { order.push_back(1); }); // seq 0, at now = 0
+    e.schedule_at(Time::us(5), [&] {                    // seq 1
+        order.push_back(2);
+        e.schedule_at(Time::us(5), [&] { // seq 4: after seq 2 and 3
+            order.push_back(5);
+            e.schedule_after(Time(), [&] { order.push_back(6); }); // seq 7
+        });
+        cancelled = e.schedule_at(Time::us(5), [&] { order.push_back(-1); }); // seq 5
+        e.schedule_at(Time::us(6), [&] { order.push_back(7); });
+    });
+    e.schedule_at(Time::us(5), [&] { order.push_back(3); }); // seq 2
+    e.schedule_at(Time::us(5), [&] {                         // seq 3
+        order.push_back(4);
+        e.cancel(cancelled);
+    });
+    CHECK(e.run() == 7);
+    CHECK(order == std::vector<int>{1, 2, 3, 4, 5, 6, 7});
+    CHECK(e.now() == Time::us(6));
+    CHECK(e.empty());
+}
