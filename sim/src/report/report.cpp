@@ -426,7 +426,7 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      pct(b.dp_exposed), b.pp_exposed.seconds(), b.bubble.seconds(), pct(b.bubble));
     s += fmt::format(
         "    host-bound {:.3f} s ({:.1f}%: the GPU waiting for the host to issue kernels; host busy {:.3f} s, "
-        "{})\n",
+        "dispatch '{}', parallel.host_dispatch)\n",
         b.host_bound.seconds(), pct(b.host_bound), e.step->host_busy.seconds(),
         model::to_string(plan.parallel.host_dispatch));
     if (e.offload) {
