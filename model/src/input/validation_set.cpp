@@ -315,7 +315,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                                                   {"full", Recompute::full}})) {
             par.recompute = *rc;
         } else {
-            par.recompute = fw.parallel.recompute;
+            par.recompute = default_recompute(fw, p.model);
             r.recompute_blank = true;
         }
         if (auto pr = enum_value<Precision>(

@@ -191,8 +191,12 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
         choices.push_back(fmt::format("vp={} (blank: the best-throughput interleaving that fits{})", best.parallel.vp,
                                       best_tps < 0 ? "; none fits, kept 1" : ""));
     if (row.recompute_blank)
-        choices.push_back(fmt::format("recompute={} (blank: the cheapest policy that fits{})",
+        choices.push_back(fmt::format("recompute={} (blank: the cheapest policy that fits{}{})",
                                       model::recompute_label(best),
+                                      policies.front() != model::Recompute::none
+                                          ? fmt::format(", from the framework's default {}",
+                                                        model::to_string(policies.front()))
+                                          : "",
                                       best_tps < 0 ? "; none fits, kept the framework default" : ""));
     return best;
 }

@@ -38,6 +38,10 @@ struct FrameworkProfile {
     // (Megatron-LM's --recompute-method block, from 2022), the fewest that fit; false: every
     // layer, as --checkpoint-activations did before it.
     bool block_recompute = true;
+    // A blank recompute becomes full recompute of every layer from this many parameters up, as
+    // the framework's shipped recipes switch activation checkpointing on by model size; 0: the
+    // recompute above whatever the size.
+    double full_recompute_from_params = 0;
     std::string why;   // the documentation of these choices
     bool known = true; // false: not a family below; a generic PyTorch eager profile stands in
 
@@ -75,6 +79,9 @@ struct HostCosts {
 // primary weights FP8 precision and a sharding that carries them.
 void apply_framework_profile(const FrameworkProfile& fw, Plan& plan,
                              const std::function<bool(std::string_view key)>& written);
+// The recompute policy the framework runs `model` with when nothing says which: full from
+// full_recompute_from_params up, its parallel.recompute below.
+[[nodiscard]] Recompute default_recompute(const FrameworkProfile& fw, const ModelArch& model);
 
 // A framework name or GPU id as matched: lower case, '_' and ' ' read as '-' ("NeMo 24.07" ->
 // "nemo-24.07", "H100_SXM" -> "h100-sxm").
