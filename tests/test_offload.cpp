@@ -10,6 +10,7 @@
 #include "trainsim/sim/run/estimate.hpp"
 #include "trainsim/sim/run/offload.hpp"
 #include "trainsim/sim/search/fit_advice.hpp"
+#include "trainsim/sim/search/plan_search.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -93,6 +94,44 @@ TEST_CASE("the offload step: PCIe transfers and CPU Adam by hand", "[offload]") 
     REQUIRE(f.offload);
     CHECK(f.offload->param_fetch_s == Approx(2 * 2 * s / pcie));
     CHECK(f.offload->pcie_bytes == Approx(4 * s + 2 * 2 * s));
+}
+
+TEST_CASE("the offload step's lower bound holds and pruning with it keeps the exhaustive search's plans",
+          "[offload][plan-search]") {
+    const auto base = offload_plan(model::Sharding::zero2, model::Offload::optimizer);
+    CHECK(sim::offload_serial_s(base) ==
+          Approx(sim::estimate_plan(base).offload->cpu_adam_s + sim::estimate_plan(base).offload->params_to_gpu_s));
+    sim::SearchOptions o;
+    o.space.offloads = {model::Offload::optimizer, model::Offload::params};
+    o.space.shardings = {model::Sharding::zero1, model::Sharding::zero2, model::Sharding::zero3,
+                         model::Sharding::fsdp, model::Sharding::dist_opt};
+    o.space.max_cp = 1;
+    o.space.max_micro_batch = 4;
+    o.threads = 2;
+    o.top = 1000;
+    o.prune = false;
+    const auto full = sim::search_plans(base, o);
+    REQUIRE(full.plans.size() > 10);
+    bool params = false;
+    for (const auto& r : full.plans) {
+        INFO(r.plan.name);
+        REQUIRE(r.plan.parallel.offload != model::Offload::none);
+        params = params || r.plan.parallel.offload == model::Offload::params;
+        const double bound = sim::step_time_lower_bound_s(r.plan);
+        CHECK(bound <= r.estimate.step_time_s);
+        CHECK(bound > 0.5 * r.estimate.step_time_s); // a bound that means something
+    }
+    CHECK(params);
+    o.prune = true;
+    o.top = 3;
+    const auto pruned = sim::search_plans(base, o);
+    CHECK(pruned.stats.pruned_bound > 0);
+    CHECK(pruned.stats.simulated < full.stats.simulated);
+    REQUIRE(pruned.plans.size() == 3);
+    for (std::size_t i = 0; i < pruned.plans.size(); ++i) {
+        CHECK(pruned.plans[i].plan.name == full.plans[i].plan.name);
+        CHECK(pruned.plans[i].estimate.step_time_s == full.plans[i].estimate.step_time_s);
+    }
 }
 
 TEST_CASE("offload layouts are checked", "[offload][layout]") {

@@ -8,6 +8,7 @@
 #include "trainsim/model/workload/workload.hpp"
 #include "trainsim/sim/cost/compute_cost.hpp"
 #include "trainsim/sim/network/network.hpp"
+#include "trainsim/sim/run/offload.hpp"
 #include "trainsim/sim/step/executor.hpp"
 
 #include <fmt/format.h>
@@ -238,9 +239,11 @@ private:
 };
 
 // Per pipeline stage: the sum of the least op times (ps) of each stream, with the compute stream
-// split into its kernels ([compute]) and the collectives that block it ([kBlocking]).
+// split into its kernels ([compute]) and the collectives that block it ([kBlocking]); and, inside
+// the kernels' sum, the optimizer's (its update and gradient norm, [kOptimizer]).
 constexpr std::size_t kBlocking = model::kNumStreams;
-using StreamSums = std::vector<std::array<std::int64_t, model::kNumStreams + 1>>;
+constexpr std::size_t kOptimizer = model::kNumStreams + 1;
+using StreamSums = std::vector<std::array<std::int64_t, model::kNumStreams + 2>>;
 
 StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network) {
     const auto graph = model::build_workload(plan);
@@ -251,7 +254,10 @@ StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network) 
         for (const auto& op : graph.stages[s].ops) {
             const bool blocking =
                 op.stream == model::Stream::compute && graph.protos[op.proto].kind == model::OpKind::collective;
-            out[s][blocking ? kBlocking : static_cast<std::size_t>(op.stream)] += least.of(s, op);
+            const std::int64_t t = least.of(s, op);
+            out[s][blocking ? kBlocking : static_cast<std::size_t>(op.stream)] += t;
+            if (!blocking && op.stream == model::Stream::compute && op.category == model::Category::optimizer)
+                out[s][kOptimizer] += t;
         }
     }
     return out;
@@ -288,7 +294,7 @@ StreamSums sums_with_microbatches(model::Plan plan, int microbatches, const Anal
     return stream_sums(plan, network);
 }
 
-std::int64_t stream_bound_ps(const model::Plan& plan, const AnalyticNetwork& network) {
+StreamSums bound_sums(const model::Plan& plan, const AnalyticNetwork& network) {
     // Every micro-batch adds the same ops to a stage (its forward and backward of each chunk, with
     // their TP / CP collectives and pipeline transfers, same shapes); the rest (optimizer, DP
     // reductions and gathers, once-per-step casts) does not depend on the count. So each
@@ -297,22 +303,40 @@ std::int64_t stream_bound_ps(const model::Plan& plan, const AnalyticNetwork& net
     // of pp) instead of the step's full graph (gradient accumulation of hundreds of micro-batches
     // at small dp). A difference that does not divide evenly would show the premise broken: the
     // full graph is then summed instead. Tested against the direct sum.
-    const double slowdown = plan.hardware.comm_compute_slowdown;
     const int m = plan.grad_accum();
     const int m1 = plan.parallel.vp > 1 ? plan.parallel.pp : 1, m2 = 2 * m1;
-    if (m <= m2) return largest(stream_sums(plan, network), slowdown);
+    if (m <= m2) return stream_sums(plan, network);
     const auto s1 = sums_with_microbatches(plan, m1, network);
     const auto s2 = sums_with_microbatches(plan, m2, network);
-    if (s1.size() != s2.size()) return largest(stream_sums(plan, network), slowdown);
+    if (s1.size() != s2.size()) return stream_sums(plan, network);
     StreamSums s = s1;
     const std::int64_t dm = m2 - m1, steps = m - m1;
     for (std::size_t i = 0; i < s.size(); ++i)
         for (std::size_t k = 0; k < s[i].size(); ++k) {
             const std::int64_t d = s2[i][k] - s1[i][k];
-            if (d < 0 || d % dm != 0) return largest(stream_sums(plan, network), slowdown);
+            if (d < 0 || d % dm != 0) return stream_sums(plan, network);
             s[i][k] += d / dm * steps;
         }
-    return largest(s, slowdown);
+    return s;
+}
+
+std::int64_t stream_bound_ps(const model::Plan& plan, const AnalyticNetwork& network) {
+    return largest(bound_sums(plan, network), plan.hardware.comm_compute_slowdown);
+}
+
+// A CPU-offload step is the simulated GPU step less its optimizer kernels' time on the critical
+// stage, plus what offload adds (sim/offload.hpp). The GPU step is >= the stream bound; the
+// optimizer time removed is <= (1 + s) x the largest stage's least optimizer sum (a kernel runs
+// at no less than 1 / (1 + s) of its speed); what offload adds is >= CPU Adam and the parameters
+// back (the exposed transfers are >= 0).
+std::int64_t offload_bound_ps(const model::Plan& plan, const AnalyticNetwork& network) {
+    const auto sums = bound_sums(plan, network);
+    const double slowdown = plan.hardware.comm_compute_slowdown;
+    std::int64_t optimizer = 0;
+    for (const auto& st : sums) optimizer = std::max(optimizer, st[kOptimizer]);
+    const auto removed = static_cast<std::int64_t>(std::ceil(static_cast<double>(optimizer) * (1.0 + slowdown))) + 1;
+    const auto serial = static_cast<std::int64_t>(std::floor(offload_serial_s(plan) * 1e12)) - 1;
+    return std::max<std::int64_t>(0, largest(sums, slowdown) - removed) + std::max<std::int64_t>(0, serial);
 }
 
 // The contention-free critical path of the step (ps): every op starts as soon as the ops it
@@ -418,6 +442,7 @@ std::int64_t critical_path_ps(const model::Plan& plan, const model::OpGraph& gra
 } // namespace
 
 double step_time_lower_bound_s(const model::Plan& plan, const AnalyticNetwork& network) {
+    if (plan.parallel.offload != model::Offload::none) return Time::ps(offload_bound_ps(plan, network)).seconds();
     return Time::ps(stream_bound_ps(plan, network)).seconds();
 }
 
@@ -556,8 +581,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     if (opt.prune)
         parallel_for(cand.size(), threads, [&](std::size_t c) {
             const auto& p = all[cand[c]];
-            // Offload removes the GPU optimizer from the step: the GPU graph's bounds do not bound it.
-            lb[c] = p.parallel.offload == model::Offload::none ? step_time_lower_bound_s(p, network_of(p)) : 0.0;
+            lb[c] = step_time_lower_bound_s(p, network_of(p));
         });
     std::vector<std::size_t> order(cand.size());
     std::iota(order.begin(), order.end(), std::size_t{0});

@@ -45,5 +45,9 @@ struct OffloadTime {
 
 // Precondition: plan.parallel.offload != none and `step` was simulated for the plan.
 [[nodiscard]] OffloadTime offload_time(const model::Plan& plan, const StepResult& step);
+// What offload adds whatever the simulated step: CPU Adam and the parameters back (the exposed
+// transfers are >= 0, the GPU optimizer is removed by the caller): a lower bound of
+// added_s + gpu_optimizer_s, for the plan search. Precondition: plan.parallel.offload != none.
+[[nodiscard]] double offload_serial_s(const model::Plan& plan);
 
 } // namespace trainsim::sim

@@ -119,7 +119,9 @@ std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPl
 // communication, transfers sharing a link). The compute stream's bound counts the kernels that
 // must run slowed next to communication (plan_search.cpp, `largest`).
 // Computed from two small graphs and extrapolated linearly in the micro-batch count (exact).
-// `network`: built for plan.cluster (plan_network); without it, one is built.
+// `network`: built for plan.cluster (plan_network); without it, one is built. With CPU offload:
+// the GPU bound less the most its optimizer kernels can take, plus CPU Adam and the parameters'
+// way back (plan_search.cpp, `offload_bound_ps`).
 [[nodiscard]] double step_time_lower_bound_s(const model::Plan& plan, const AnalyticNetwork& network);
 [[nodiscard]] double step_time_lower_bound_s(const model::Plan& plan);
 // The same from the step's full graph (for tests of the extrapolation).
