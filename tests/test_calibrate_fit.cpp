@@ -351,3 +351,52 @@ TEST_CASE("a memory kernel far slower than the others stays out of the joint cur
     CHECK(noted);
     CHECK_THAT(r.profile.sources.at("memory.hbm_efficiency"), Contains("(copy, triad)"));
 }
+
+TEST_CASE("board power from the samples' NVML telemetry becomes power.compute_busy and power.idle",
+          "[calibrate][fit][energy]") {
+    // GEMMs read 640, 655 and 690 W after their timed loops (a short loop's reading is diluted by
+    // the idle moments around it: the highest is the closest to the sustained draw); the device
+    // drew 72 W idle before the run (run.json).
+    auto samples = synthetic_node();
+    const double readings[] = {640, 690, 655};
+    std::size_t i = 0;
+    for (auto& s : samples)
+        if (s.desc.kind == OpKind::gemm) s.telemetry.power_w = readings[i++ % 3];
+    REQUIRE(i >= 3);
+    auto opts = default_fit_options();
+    opts.idle_power_w = 72;
+    const FitResult r = fit(file_of(samples), h100(), opts);
+    REQUIRE(r.report.compute_busy_power_w);
+    CHECK(*r.report.compute_busy_power_w == 690);
+    CHECK(r.profile.power_compute_busy.value() == 690);
+    CHECK(r.profile.power_idle.value() == 72);
+    CHECK_THAT(r.profile.sources.at("power.compute_busy"), Contains("measured: NVML board power"));
+    CHECK_THAT(r.profile.sources.at("power.idle"), Contains("measured: NVML board power of the idle device"));
+    // What was not measured stays the base profile's.
+    CHECK(r.profile.power_comm_busy == h100().power_comm_busy);
+    CHECK(r.profile.power_node_overhead == h100().power_node_overhead);
+    CHECK(to_json(r.report)["compute_busy_power_w"].get<double>() == 690);
+    CHECK(to_json(r.report)["idle_power_w"].get<double>() == 72);
+    // Written and read back by the model's loader.
+    test::ScratchDir dir;
+    model::write_profile(r.profile, dir / "p.yaml", false);
+    CHECK(model::load_profile(dir / "p.yaml").power_compute_busy.value() == 690);
+
+    // Without NVML (no readings), the profile keeps its datasheet power and the report says so.
+    const FitResult plain = fit(file_of(synthetic_node()), h100(), default_fit_options());
+    CHECK_FALSE(plain.report.compute_busy_power_w);
+    CHECK(plain.profile.power_compute_busy == h100().power_compute_busy);
+    CHECK(to_json(plain.report)["compute_busy_power_w"].is_null());
+    bool noted = false;
+    for (const auto& n : plain.report.notes) noted = noted || n.find("no board power") != std::string::npos;
+    CHECK(noted);
+
+    // A base profile without a power section gets none: the section is all or nothing.
+    auto bare = h100();
+    bare.power_compute_busy = bare.power_comm_busy = bare.power_idle = bare.power_node_overhead = model::Power();
+    for (const char* k : {"power.compute_busy", "power.comm_busy", "power.idle", "power.node_overhead"})
+        bare.sources.erase(k);
+    const FitResult none = fit(file_of(samples), bare, opts);
+    CHECK_FALSE(none.profile.has_power());
+    CHECK_FALSE(none.profile.sources.contains("power.compute_busy"));
+}

@@ -21,8 +21,11 @@ namespace {
 
 using trainsim::test::run_trainsim;
 
-const char* const kFields[] = {"name", "step_time_s", "tokens_per_s_per_gpu", "mfu", "memory_per_gpu_gib",
-                               "fits", "days_to_train", "gpu_hours", "cost", "currency"};
+const char* const kFields[] = {"name", "step_time_s", "tokens_per_s_per_gpu", "mfu", "memory_per_gpu_gib", "fits",
+                               "days_to_train", "gpu_hours", "cost", "currency",
+                               // Energy (issue #18 item 5), null when unknown.
+                               "pue", "energy_kwh", "energy_kwh_per_million_tokens", "avg_power_w_per_gpu",
+                               "facility_power_kw", "energy_cost", "energy_currency", "co2_kg"};
 
 } // namespace
 
@@ -90,6 +93,13 @@ TEST_CASE("every question scenario prints days, GPU-hours and cost in JSON", "[c
                   Approx(p["tokens_per_s_per_gpu"].get<double>() / f10).epsilon(1e-9));
             CHECK(p["mfu"].get<double>() > 0.05);
             CHECK(p["mfu"].get<double>() < 1.0);
+            // Every shipped profile gives its power: energy = facility power x expected wall clock.
+            REQUIRE(p["energy_kwh"].is_number());
+            CHECK(p["energy_kwh"].get<double>() ==
+                  Approx(p["facility_power_kw"].get<double>() * p["expected_days"].get<double>() * 24).epsilon(1e-9));
+            CHECK(p["energy_kwh_per_million_tokens"].get<double>() ==
+                  Approx(p["energy_kwh"].get<double>() / (p["tokens"].get<double>() / 1e6)).epsilon(1e-9));
+            CHECK(p["pue"].get<double>() >= 1.0);
         }
         CHECK(fitting > 0);
         CHECK(r.rc == (all_fit ? 0 : 3));

@@ -227,6 +227,70 @@ TEST_CASE("missing unit on a bandwidth", "[loader]") {
     check_at(ds[0], 8, 13, "'400' has no unit");
 }
 
+TEST_CASE("energy section: values, defaults, and a PUE below 1 refused at its place", "[loader][energy]") {
+    Fixture fx;
+    // Absent: PUE 1 (IT power only), no price, the pricing currency, no grid intensity.
+    const Plan plain = fx.load(kBase).plans.at(0);
+    CHECK(plain.energy.pue == 1.0);
+    CHECK_FALSE(plain.energy.price_per_kwh);
+    CHECK_FALSE(plain.energy.currency);
+    CHECK_FALSE(plain.energy.grid_g_co2_per_kwh);
+    const Plan owned =
+        fx.load(kBase + "energy:\n  pue: 1.4\n  price: 0.7\n  currency: CNY\n  grid_intensity: 581\n").plans.at(0);
+    CHECK(owned.energy.pue == 1.4);
+    CHECK(owned.energy.price_per_kwh == 0.7);
+    CHECK(owned.energy.currency == std::string("CNY"));
+    CHECK(owned.energy.grid_g_co2_per_kwh == 581.0);
+    // Lines 8-10 after kBase's 7.
+    auto ds = fx.errors(kBase + "energy:\n  pue: 0.5\n  grid_intensity: -3\n");
+    REQUIRE(ds.size() == 2);
+    for (const auto& d : ds) CHECK(d.file == fx.scenario_name());
+    check_at(find(ds, "energy.pue"), 9, 8, "'0.5' is outside the physical range of energy.pue: 1 to 3");
+    CHECK(find(ds, "energy.grid_intensity").line == 10);
+    auto typo = fx.errors(kBase + "energy:\n  pue_: 1.2\n");
+    REQUIRE(typo.size() == 1);
+    check_at(typo[0], 9, 3, "unknown key 'pue_' (did you mean 'pue'?)");
+}
+
+TEST_CASE("profile power section: optional, all or nothing, idle <= comm-busy <= compute-busy", "[loader][profile]") {
+    Fixture fx;
+    const std::string base = profile_yaml("gpu-p", true);
+    // Without it the profile loads and has no power.
+    fx.dir.write("hardware/gpu-p.yaml", base);
+    CHECK_FALSE(load_profile(fx.dir.path() / "hardware" / "gpu-p.yaml").has_power());
+    const std::string full = base +
+                             "power:\n"
+                             "  compute_busy: {value: \"700 W\", source: \"datasheet\"}\n"
+                             "  comm_busy: {value: \"350 W\", source: \"estimated\"}\n"
+                             "  idle: {value: \"90 W\", source: \"estimated\"}\n"
+                             "  node_overhead: {value: \"2.8 kW\", source: \"measured\"}\n";
+    fx.dir.write("hardware/gpu-p.yaml", full);
+    const auto p = load_profile(fx.dir.path() / "hardware" / "gpu-p.yaml");
+    CHECK(p.has_power());
+    CHECK(p.power_compute_busy.value() == 700.0);
+    CHECK(p.power_comm_busy.value() == 350.0);
+    CHECK(p.power_idle.value() == 90.0);
+    CHECK(p.power_node_overhead.value() == 2800.0);
+    // Half a section, a bare number, and an idle draw above the comm-busy one.
+    auto errors_of = [&](const std::string& text) {
+        fx.dir.write("hardware/gpu-p.yaml", text);
+        try {
+            (void)load_profile(fx.dir.path() / "hardware" / "gpu-p.yaml");
+        } catch (const ProfileError& e) {
+            return e.diagnostics();
+        }
+        FAIL("expected a ProfileError");
+        return std::vector<Diagnostic>{};
+    };
+    const auto half = errors_of(base + "power:\n  compute_busy: {value: \"700 W\", source: \"datasheet\"}\n");
+    CHECK(find(half, "power.idle", "required key is missing").line > 0);
+    CHECK(find(half, "power.node_overhead", "required key is missing").line > 0);
+    const auto bare = errors_of(replace(full, "\"90 W\"", "90"));
+    CHECK(find(bare, "power.idle", "has no unit").line > 0);
+    const auto order = errors_of(replace(full, "\"90 W\"", "\"400 W\""));
+    CHECK(find(order, "power.comm_busy", "idle <= comm_busy <= compute_busy").line > 0);
+}
+
 TEST_CASE("run settings: a duration without a unit and bad values, each at its place", "[loader]") {
     Fixture fx;
     // Lines 8-12 after kBase's 7.
@@ -1046,6 +1110,12 @@ TEST_CASE("profile round trip: write then load gives the same profile, and the s
     p.collectives.push_back({"all_reduce", 8, "intra_node", {parse_duration("12 us"), parse_bandwidth("370 GB/s")}});
     p.collective_times.push_back({"reduce_scatter", 16, "inter_node", parse_bytes("4 MiB"), Time::ps(107'654'321)});
     p.sources["calibrated"] = "trainsim-calibrate fit of samples.jsonl";
+    p.power_compute_busy = Power(687.25); // a measured, not round, board power
+    p.power_comm_busy = Power(350);
+    p.power_idle = Power(1000.0 / 3.0); // no short decimal form
+    p.power_node_overhead = Power(2800);
+    for (const char* k : {"power.compute_busy", "power.comm_busy", "power.idle", "power.node_overhead"})
+        p.sources[k] = "test";
 
     const fs::path out = fx.dir.path() / "written.yaml";
     write_profile(p, out, false);
@@ -1077,6 +1147,10 @@ TEST_CASE("profile round trip: write then load gives the same profile, and the s
     CHECK(q.nic_efficiency == p.nic_efficiency);
     CHECK(q.comm_compute_slowdown == p.comm_compute_slowdown);
     CHECK(q.default_gpus_per_node == p.default_gpus_per_node);
+    CHECK(q.power_compute_busy == p.power_compute_busy); // exact, not approximate
+    CHECK(q.power_comm_busy == p.power_comm_busy);
+    CHECK(q.power_idle == p.power_idle);
+    CHECK(q.power_node_overhead == p.power_node_overhead);
     CHECK(q.sources == p.sources);
     REQUIRE(q.gemm_table.size() == 2);
     CHECK(q.gemm_table[0].precision == Precision::fp8);

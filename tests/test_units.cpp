@@ -54,6 +54,15 @@ TEST_CASE("parse_flop_rate and parse_duration: every prefix", "[units]") {
     CHECK(parse_duration("1 h").count_ps() == 3'600'000'000'000'000);
 }
 
+TEST_CASE("parse_power: W, kW, MW, and a bare number or another unit refused", "[units][energy]") {
+    CHECK(parse_power("700 W").value() == 700.0);
+    CHECK(parse_power("2.8 kW").value() == 2800.0);
+    CHECK(parse_power("1.5 MW").value() == 1.5e6);
+    CHECK_THROWS_AS(parse_power("700"), UnitError);
+    CHECK_THROWS_AS(parse_power("700 kWh"), UnitError);
+    CHECK_THROWS_AS(parse_power("-5 W"), UnitError);
+}
+
 TEST_CASE("parse_count: SI suffixes and plain numbers", "[units]") {
     CHECK(parse_count("4096") == 4096.0);
     CHECK(parse_count("8k") == 8e3);

@@ -399,10 +399,17 @@ int run_fit(const FitArgs& a) {
     const fs::path dir = a.dir;
     const SampleFile file = read_samples(dir / kSamplesFile);
     std::string device;
+    std::optional<double> idle_power_w;
     if (std::ifstream in(dir / "run.json"); in) {
         const json run = json::parse(in, nullptr, false);
-        if (run.is_object() && run.contains("provenance") && run["provenance"].is_object())
-            device = run["provenance"].value("device", "");
+        if (run.is_object() && run.contains("provenance") && run["provenance"].is_object()) {
+            const json& prov = run["provenance"];
+            device = prov.value("device", "");
+            // The idle board power read before the run started (CUDA backend with NVML).
+            if (prov.contains("telemetry_at_start") && prov["telemetry_at_start"].is_object() &&
+                prov["telemetry_at_start"].contains("power_w") && prov["telemetry_at_start"]["power_w"].is_number())
+                idle_power_w = prov["telemetry_at_start"]["power_w"].get<double>();
+        }
     }
     std::string base_id = a.base;
     if (base_id.empty()) {
@@ -417,6 +424,7 @@ int run_fit(const FitArgs& a) {
     opts.id = a.id.empty() ? fs::path(a.out).stem().string() : a.id;
     opts.name = a.name;
     opts.device = device;
+    opts.idle_power_w = idle_power_w;
     for (const auto& m : a.maps) {
         const auto eq = m.find('=');
         const std::string from = m.substr(0, eq), to = eq == std::string::npos ? "" : m.substr(eq + 1);

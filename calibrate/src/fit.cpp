@@ -145,6 +145,56 @@ void check_against_profile(const SampleFile& file, const model::HardwareProfile&
     if (!problems.empty()) throw SampleError(std::move(problems));
 }
 
+namespace {
+// Board power from the NVML telemetry of the samples (docs/calibration.md "Power"). NVML reports
+// the board power averaged over the last second or less; read right after a GEMM sample's timed
+// loop, a short loop is diluted by the idle moments around it, so the highest reading over the
+// GEMMs is the closest to the sustained draw under tensor-core load (a lower bound of it).
+template <class Replace>
+void fit_power(const SampleFile& file, const FitOptions& opts, model::HardwareProfile& p, FitReport& rep,
+               Replace replace) {
+    std::optional<double> busy;
+    std::size_t readings = 0;
+    for (const auto& s : file.samples) {
+        if (!s.ok() || s.desc.kind != OpKind::gemm || !s.telemetry.power_w || !(*s.telemetry.power_w > 0)) continue;
+        busy = std::max(busy.value_or(0.0), *s.telemetry.power_w);
+        ++readings;
+    }
+    rep.compute_busy_power_w = busy;
+    if (opts.idle_power_w && *opts.idle_power_w > 0) rep.idle_power_w = opts.idle_power_w;
+    if (!busy && !rep.idle_power_w) {
+        rep.notes.push_back(
+            "no board power in the samples (NVML unavailable or the CPU backend): the profile keeps "
+            "the base profile's power section");
+        return;
+    }
+    if (!p.has_power()) {
+        rep.notes.push_back(
+            "board power measured but not written: the base profile has no power section (it needs "
+            "comm_busy and node_overhead too)");
+        return;
+    }
+    if (busy) {
+        p.power_compute_busy = model::Power(*busy);
+        replace("power.compute_busy",
+                fmt::format("NVML board power, highest of {} readings after the GEMM samples", readings));
+        if (p.power_comm_busy > p.power_compute_busy) {
+            p.power_comm_busy = p.power_compute_busy;
+            replace("power.comm_busy", "capped at the measured compute-busy board power");
+        }
+    }
+    if (rep.idle_power_w) {
+        if (model::Power(*rep.idle_power_w) <= p.power_comm_busy) {
+            p.power_idle = model::Power(*rep.idle_power_w);
+            replace("power.idle", "NVML board power of the idle device before the run (run.json)");
+        } else {
+            rep.notes.push_back(fmt::format("idle board power {:.0f} W not written: above the comm-busy power {:.0f} W",
+                                            *rep.idle_power_w, p.power_comm_busy.value()));
+        }
+    }
+}
+} // namespace
+
 FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const FitOptions& opts_in) {
     FitOptions opts = opts_in;
     check_against_profile(file, base, opts);
@@ -585,6 +635,8 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
         replace("calibration.comm_residual", "largest relative error of the collective fits");
     }
 
+    fit_power(file, opts, p, rep, replace);
+
     if (!p.gemm_table.empty() || !p.memory_curve.empty() || !p.collectives.empty() || !p.collective_times.empty())
         p.sources["calibrated"] = origin;
     else p.sources.erase("calibrated");
@@ -635,6 +687,8 @@ json to_json(const FitReport& r) {
     j["fp8_split_accumulate_speed"] = r.fp8_split_accumulate_speed ? json(*r.fp8_split_accumulate_speed) : json(nullptr);
     j["comm_compute_slowdown"] = r.comm_compute_slowdown ? json(*r.comm_compute_slowdown) : json(nullptr);
     j["sustained_clock_ratio"] = r.sustained_clock_ratio ? json(*r.sustained_clock_ratio) : json(nullptr);
+    j["compute_busy_power_w"] = r.compute_busy_power_w ? json(*r.compute_busy_power_w) : json(nullptr);
+    j["idle_power_w"] = r.idle_power_w ? json(*r.idle_power_w) : json(nullptr);
     j["hop_latency_s"] = r.hop_latency_s ? json(*r.hop_latency_s) : json(nullptr);
     j["replaced"] = r.replaced;
     j["notes"] = r.notes;
@@ -688,6 +742,10 @@ std::string format_report(const FitReport& r) {
         s += fmt::format("GEMM rate after sustained load / short benchmark: {:.3f}\n", *r.sustained_clock_ratio);
     if (r.comm_compute_slowdown)
         s += fmt::format("GEMM slowdown under an all-reduce: {:.3f}\n", *r.comm_compute_slowdown);
+    if (r.compute_busy_power_w || r.idle_power_w)
+        s += fmt::format("board power (NVML): {} under GEMMs, {} idle\n",
+                         r.compute_busy_power_w ? fmt::format("{:.0f} W", *r.compute_busy_power_w) : "not measured",
+                         r.idle_power_w ? fmt::format("{:.0f} W", *r.idle_power_w) : "not measured");
     if (!r.replaced.empty()) {
         s += "Replaced in the profile:";
         for (const auto& x : r.replaced) s += " " + x;

@@ -103,6 +103,10 @@ Bandwidth parse_bandwidth(std::string_view text) {
 FlopRate parse_flop_rate(std::string_view text) {
     return FlopRate(with_unit(text, "a FLOP rate", kFlopRateUnits));
 }
+Power parse_power(std::string_view text) {
+    static constexpr std::array<Unit, 3> kPowerUnits{{{"W", 1}, {"kW", 1e3}, {"MW", 1e6}}};
+    return Power(with_unit(text, "a power", kPowerUnits));
+}
 Time parse_duration(std::string_view text) {
     const double s = with_unit(text, "a duration", kDurationUnits);
     if (s > 9e6) throw UnitError(fmt::format("duration '{}' is too long to simulate", text));

@@ -304,6 +304,11 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         fraction_key<B>("run.data_stalls", [](B& b) -> double& { return b.plan.run.data_stall_fraction; }),
         duration_key<B>("run.checkpoint_interval", 1.0, true,
                         [](B& b) -> std::optional<double>& { return b.plan.run.checkpoint_interval_s; }),
+        number_key<B>("energy.pue", [](B& b) -> double& { return b.plan.energy.pue; }),
+        number_key<B>("energy.price", [](B& b) -> std::optional<double>& { return b.plan.energy.price_per_kwh; }),
+        string_key<B>("energy.currency", [](B& b) -> std::optional<std::string>& { return b.plan.energy.currency; }),
+        number_key<B>("energy.grid_intensity",
+                      [](B& b) -> std::optional<double>& { return b.plan.energy.grid_g_co2_per_kwh; }),
     };
 }
 

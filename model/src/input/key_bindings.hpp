@@ -43,7 +43,8 @@ template <class Target> struct Binding {
 [[nodiscard]] std::vector<Binding<ModelBuild>> make_model_bindings();
 
 // The sections of a plan (the top-level keys that hold plan keys).
-inline constexpr std::array<std::string_view, 5> kSections{"training", "parallel", "cluster", "pricing", "run"};
+inline constexpr std::array<std::string_view, 6> kSections{"training", "parallel", "cluster",
+                                                           "pricing",  "run",      "energy"};
 
 // The key table seen from the loader (scenario_keys.cpp): a key's spec, the keys under a
 // section, a "did you mean" for an unknown one, and which keys a plan or a model reads.

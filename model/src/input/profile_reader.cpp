@@ -167,6 +167,11 @@ private:
                 x && within(x->seconds(), kLatencyBounds, at, n))
                 p_.*e.time_member = *x;
             break;
+        case Kind::power:
+            if (auto x = detail::read_with_unit(n, at, "a power (e.g. '700 W', '2.8 kW')", parse_power, out_);
+                x && within(x->value(), kPowerBounds, at, n))
+                p_.*e.power_member = *x;
+            break;
         case Kind::fraction:
         case Kind::nvls_ratio:
         case Kind::slowdown:
@@ -436,6 +441,7 @@ private:
             if (seen_.contains("compute.dense_peak") && !p_.dense_peak.contains(prec) && !has_errors_at("compute.dense_peak"))
                 report(out_, at, fmt::format("gemm_efficiency for {} without a dense_peak for it", to_string(prec)));
         if (p_.nvls && !seen_.contains("interconnect.nvls_efficiency")) missing("interconnect.nvls_efficiency");
+        power_checks();
         if (seen_.contains("memory.reserved") && seen_.contains("memory.hbm_capacity") &&
             p_.hbm_capacity.value() > 0 && p_.reserved_memory >= p_.hbm_capacity)
             report(out_, entry_site("memory.reserved"),
@@ -443,6 +449,24 @@ private:
                                format_bytes(p_.hbm_capacity)));
         if (seen_.contains("memory.hbm_capacity") && p_.hbm_capacity.value() <= 0)
             report(out_, entry_site("memory.hbm_capacity"), "must be positive");
+    }
+
+    // The power section is all or nothing (energy needs every term), and a GPU draws less idle
+    // than with only memory-bound work, and less with that than with its tensor cores busy.
+    void power_checks() {
+        const bool any = std::any_of(kPowerPaths.begin(), kPowerPaths.end(),
+                                     [&](std::string_view p) { return seen_.contains(std::string(p)); });
+        if (!any) return;
+        for (const auto p : kPowerPaths)
+            if (!seen_.contains(std::string(p)))
+                report(out_, inside("power", std::string(p)),
+                       "required key is missing (the power section gives all of compute_busy, comm_busy, idle and "
+                       "node_overhead, or none)");
+        if (has_errors_at("power")) return;
+        if (!(p_.power_idle <= p_.power_comm_busy && p_.power_comm_busy <= p_.power_compute_busy))
+            report(out_, entry_site("power.comm_busy"),
+                   fmt::format("expected idle <= comm_busy <= compute_busy, got {} W, {} W, {} W",
+                               p_.power_idle.value(), p_.power_comm_busy.value(), p_.power_compute_busy.value()));
     }
 
     bool has_errors_at(const std::string& prefix) const {

@@ -30,6 +30,7 @@ enum class Kind {
     nvls_ratio,   // plain number in (0, 2]: NVLS busbw can exceed the link rate
     slowdown,     // plain number in [0, 1]: 0 = no contention
     residual,     // plain number in [0, 1]: a fit's relative error, 0 = exact
+    power,        // "700 W", "2.8 kW"
     tile,         // [M, N], two integers >= 1
     peaks,        // precision -> FLOP rate entry ("989 TFLOP/s")
     efficiencies, // precision -> fraction entry
@@ -46,6 +47,7 @@ struct Entry {
     Bytes HardwareProfile::*bytes_member = nullptr;
     Bandwidth HardwareProfile::*bandwidth_member = nullptr;
     Time HardwareProfile::*time_member = nullptr;
+    Power HardwareProfile::*power_member = nullptr;
 };
 
 using HP = HardwareProfile;
@@ -73,8 +75,16 @@ constexpr Bounds kCollectiveBytesBounds{1, 1.0 * kTiB, "nccl-tests buffers are b
 // Dense peaks of one GPU: 1 GFLOP/s to 100x B200's 2.25 PFLOP/s (BF16, dense).
 constexpr Bounds kFlopRateBounds{1e9, 1e17, "one GPU's dense peak is 10-5000 TFLOP/s"};
 
+// One GPU draws 50-1200 W (idle A100 ~50 W, B200 1000-1200 W); the host side of a node is
+// 0.2-20 kW (a DGX-class node's CPUs, NICs, NVSwitches and fans are ~3 kW).
+constexpr Bounds kPowerBounds{1, 1e5, "a GPU draws 50-1200 W, a node's host side 0.2-20 kW"};
+
+// The power section is all or nothing: these four entries, optional together (docs/formats.md).
+inline constexpr std::array<std::string_view, 4> kPowerPaths{"power.compute_busy", "power.comm_busy", "power.idle",
+                                                             "power.node_overhead"};
+
 // In file order.
-inline const std::array<Entry, 37> kEntries{{
+inline const std::array<Entry, 41> kEntries{{
     {.path = "compute.sm_count", .kind = Kind::integer, .required = true, .int_member = &HP::sm_count},
     {.path = "compute.dense_peak", .kind = Kind::peaks, .required = true},
     {.path = "compute.unsupported", .kind = Kind::reasons, .required = false},
@@ -179,6 +189,10 @@ inline const std::array<Entry, 37> kEntries{{
      .kind = Kind::fraction,
      .required = false,
      .double_member = &HP::cpu_adam_efficiency},
+    {.path = "power.compute_busy", .kind = Kind::power, .required = false, .power_member = &HP::power_compute_busy},
+    {.path = "power.comm_busy", .kind = Kind::power, .required = false, .power_member = &HP::power_comm_busy},
+    {.path = "power.idle", .kind = Kind::power, .required = false, .power_member = &HP::power_idle},
+    {.path = "power.node_overhead", .kind = Kind::power, .required = false, .power_member = &HP::power_node_overhead},
 }};
 
 inline const std::vector<std::string>& precision_names() {

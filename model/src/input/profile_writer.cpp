@@ -70,6 +70,10 @@ std::string format_exact(FlopRate r) {
     return exact_with_unit(r.value(), {{"TFLOP/s", kTera}, {"GFLOP/s", kGiga}, {"MFLOP/s", kMega}, {"FLOP/s", 1}},
                            [](const std::string& s) { return parse_flop_rate(s).value(); });
 }
+std::string format_exact(Power w) {
+    return exact_with_unit(w.value(), {{"kW", kKilo}, {"W", 1}},
+                           [](const std::string& s) { return parse_power(s).value(); });
+}
 std::string format_exact(Time t) {
     const double ps = static_cast<double>(t.count_ps());
     for (const auto& [unit, factor] : std::vector<std::pair<const char*, double>>{
@@ -139,6 +143,9 @@ private:
         case Kind::bytes: line(path, quote(format_exact(p_.*e.bytes_member))); break;
         case Kind::bandwidth: line(path, quote(format_exact(p_.*e.bandwidth_member))); break;
         case Kind::duration: line(path, quote(format_exact(p_.*e.time_member))); break;
+        case Kind::power:
+            line(path, quote(format_exact(p_.*e.power_member)));
+            break;
         case Kind::fraction:
         case Kind::nvls_ratio:
         case Kind::slowdown:

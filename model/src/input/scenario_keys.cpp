@@ -287,6 +287,21 @@ std::vector<KeySpec> make_table() {
             "Steady time added by data-loader stalls; 0: none published that holds across runs"),
         key("run.checkpoint_interval", "duration", "s, min, h or d", "",
             "Fixed time between checkpoints; absent: the Young/Daly optimum sqrt(2 x write time x cluster MTBF)"),
+        // --- energy (sim/run/energy.hpp: the run's electricity from the profile's power section) ---
+        key("energy", "section", "", "",
+            "Electricity of an owned or co-located cluster: the power comes from the hardware profile's `power` "
+            "section (GPUs at their simulated busy / idle shares, plus each node's host side); this section "
+            "gives the facility overhead, the price and the grid's CO2 (docs/model.md \"Energy\")"),
+        key("energy.pue", "number", "ratio", "1",
+            "Power usage effectiveness: facility power over IT power (cooling, power distribution). 1 = the IT "
+            "equipment only (the default: no facility is assumed); hyperscale data centres report ~1.1, the "
+            "industry average is ~1.5 (Uptime Institute 2023 survey: 1.58)"),
+        key("energy.price", "number", "currency per kWh", "",
+            "Electricity price per kWh, a plain number; absent: the electricity cost is null"),
+        key("energy.currency", "string", "", "(pricing.currency)", "Currency of `energy.price`"),
+        key("energy.grid_intensity", "number", "g CO2 per kWh", "",
+            "Carbon intensity of the electricity (e.g. China's grid ~580, the EU's ~250, Ember 2023); absent: CO2 "
+            "is null"),
         // --- plans ---
         key("plans", "list", "", "",
             "Plans to compare; each overrides the top-level sections key by key (its `model` replaces the model)"),
@@ -342,6 +357,9 @@ constexpr Range kRanges[] = {
     {"run.planned_interruptions", "0/d", "100/d", "planned stops come every few hours to months"},
     {"run.restart", "0 s", "30 d", "restarts take minutes to hours"},
     {"run.checkpoint_interval", "1 s", "365 d", "checkpoints are written every minutes to hours"},
+    {"energy.pue", "1", "3", "PUE is facility over IT power, at least 1; data centres report 1.05-2.5"},
+    {"energy.price", "0", "1000", "electricity costs 0.01-1 per kWh in any common currency (up to ~200 in yen or won)"},
+    {"energy.grid_intensity", "0", "2000", "grids emit 0-1100 g CO2 per kWh (coal ~1000)"},
 };
 
 std::vector<KeySpec> with_ranges(std::vector<KeySpec> table) {

@@ -96,7 +96,9 @@ std::string plans_table(const json& plans, const std::vector<PlanResult>& result
                               {"gpu_hours", "GPU-hours", Cell::integer},
                               {"price_per_gpu_hour", "price per GPU-hour", Cell::money, 2},
                               {"cost", "cost", Cell::money, 0},
-                              {"cost_per_million_tokens", "cost per million tokens", Cell::money, 2}};
+                              {"cost_per_million_tokens", "cost per million tokens", Cell::money, 2},
+                              {"energy_kwh", "energy (kWh, expected wall clock)", Cell::integer},
+                              {"facility_power_kw", "average facility power (kW)", Cell::fixed, 2}};
     if (any_block) {
         // After "recompute": how many layers of each model chunk block recompute covers.
         const auto at = std::find_if(rest.begin(), rest.end(),

@@ -132,6 +132,22 @@ std::string billing_lines(const RunEstimate& e) {
     return s + "\n";
 }
 
+// "  energy: 58.3 MWh at PUE 1.40 (avg 6.6 kW; 520 W per GPU), 40.8 k CNY, 23.1 t CO2, 1.2 kWh per M tokens"
+std::string energy_line(const RunEstimate& e) {
+    if (!e.energy) return fmt::format("  energy: unknown ({})\n", e.energy_note);
+    const auto& en = *e.energy;
+    const std::string amount =
+        en.kwh >= 1e3 ? fmt::format("{:.1f} MWh", en.kwh / 1e3) : fmt::format("{:.1f} kWh", en.kwh);
+    return fmt::format(
+        "  energy: {} at PUE {:.2f} over the expected {:.1f} d (avg {:.1f} kW; {:.0f} W per GPU), {}, {}, "
+        "{:.3g} kWh per M tokens\n",
+        amount, en.pue, en.hours / 24.0, en.facility_power_kw, en.gpu_power_w,
+        en.cost ? money(*en.cost, en.currency) : std::string("no electricity price (energy.price)"),
+        en.co2_kg ? fmt::format("{:.1f} t CO2", *en.co2_kg / 1e3)
+                  : std::string("no grid intensity (energy.grid_intensity)"),
+        en.kwh_per_million_tokens);
+}
+
 std::string layout(const model::Plan& p) {
     const auto& q = p.parallel;
     std::string s = fmt::format("tp{} pp{}", q.tp, q.pp);
@@ -151,6 +167,26 @@ void null_money_without_price(json& j, const RunEstimate& e) {
         for (const char* band : {"_p10", "_p90"})
             if (j.contains(std::string(k) + band)) j[std::string(k) + band] = nullptr;
     }
+}
+
+// The run's electricity (energy.hpp): null, never 0, when unknown (no power section in the
+// profile, not simulated, no electricity price, no grid intensity).
+void energy_fields(json& j, const model::Plan& plan, const RunEstimate& e) {
+    const auto& en = e.energy;
+    auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    j["pue"] = plan.energy.pue;
+    j["energy_kwh"] = en ? json(en->kwh) : json(nullptr);
+    j["energy_kwh_per_million_tokens"] = en ? json(en->kwh_per_million_tokens) : json(nullptr);
+    j["avg_power_w_per_gpu"] = en ? json(en->gpu_power_w) : json(nullptr);
+    j["facility_power_kw"] = en ? json(en->facility_power_kw) : json(nullptr);
+    j["energy_cost"] = en ? opt(en->cost) : json(nullptr);
+    j["energy_currency"] = plan.energy.currency.value_or(plan.pricing.currency);
+    j["co2_kg"] = en ? opt(en->co2_kg) : json(nullptr);
+    if (!en) j["energy_note"] = e.energy_note.empty() ? std::string("not simulated") : e.energy_note;
+    if (e.gpu_time)
+        j["gpu_time_per_step"] = json{{"compute_busy_s", e.gpu_time->compute_s},
+                                      {"comm_busy_s", e.gpu_time->comm_s},
+                                      {"idle_s", e.gpu_time->idle_s}};
 }
 
 json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
@@ -330,6 +366,7 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
 json plan_json(const model::Plan& plan, const RunEstimate& e) {
     json j = plan_json_priced(plan, e);
     null_money_without_price(j, e);
+    energy_fields(j, plan, e);
     return j;
 }
 
@@ -452,6 +489,7 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                              : fmt::format("{} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
                                            e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
         s += billing_lines(e);
+        s += energy_line(e);
         return s;
     }
     const auto& band = *e.band;
@@ -465,6 +503,7 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                                 money(e.bill_for_days(e.days_to_train * band.time_p90).cost, e.currency),
                                 e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
     s += billing_lines(e);
+    s += energy_line(e);
     s += fmt::format("  80% band (p10-p90, docs/trust.md): {}; regime {}\n", band.basis, band.regime);
     for (const auto& why : band.out_of_domain) s += fmt::format("  ** outside the evidence: {}\n", why);
     return s;
@@ -500,6 +539,28 @@ std::string format_comparison(const std::vector<PlanResult>& results) {
                : !e.priced ? std::string("no price")
                            : fmt::format("{:.2f} {}", e.cost_per_million_tokens, e.currency);
     });
+    // The electricity rows only where some plan's profile gives its power (energy.hpp).
+    const bool any_energy =
+        std::any_of(results.begin(), results.end(), [](const PlanResult& r) { return r.estimate.energy.has_value(); });
+    if (any_energy) {
+        row("energy", [&](const model::Plan&, const RunEstimate& e) {
+            return !ok(e) || !e.energy    ? std::string("-")
+                   : e.energy->kwh >= 1e3 ? fmt::format("{:.1f} MWh", e.energy->kwh / 1e3)
+                                          : fmt::format("{:.1f} kWh", e.energy->kwh);
+        });
+        row("avg power", [&](const model::Plan&, const RunEstimate& e) {
+            return !ok(e) || !e.energy ? std::string("-") : fmt::format("{:.2f} kW", e.energy->facility_power_kw);
+        });
+        row("electricity", [&](const model::Plan&, const RunEstimate& e) {
+            return !ok(e) || !e.energy ? std::string("-")
+                   : !e.energy->cost   ? std::string("no price")
+                                       : money(*e.energy->cost, e.energy->currency);
+        });
+        row("CO2", [&](const model::Plan&, const RunEstimate& e) {
+            return !ok(e) || !e.energy || !e.energy->co2_kg ? std::string("-")
+                                                            : fmt::format("{:.1f} t", *e.energy->co2_kg / 1e3);
+        });
+    }
     std::vector<std::size_t> width(head.size(), 0);
     for (std::size_t c = 0; c < head.size(); ++c) {
         width[c] = head[c].size();

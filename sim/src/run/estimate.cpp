@@ -6,6 +6,8 @@
 #include "trainsim/sim/network/network.hpp"
 #include "trainsim/sim/network/topology.hpp"
 
+#include <fmt/format.h>
+
 #include <optional>
 
 namespace trainsim::sim {
@@ -24,6 +26,10 @@ double price_per_gpu_hour(const model::Pricing& pricing, int gpus_per_machine) {
 void apply_run_model(RunEstimate& e, const model::Plan& plan, const RunModelParams& params) {
     e.run = run_time(plan, e.days_to_train, params);
     e.expected_days = e.run.expected_days;
+    e.energy.reset();
+    if (e.gpu_time && plan.hardware.has_power())
+        e.energy = energy_of(plan.hardware, *e.gpu_time, plan.energy, plan.pricing.currency, plan.num_gpus(),
+                             plan.cluster.nodes, e.expected_days, plan.training.tokens);
     e.billing_options.clear();
     e.cheapest_option = 0;
     if (!e.priced) return;
@@ -98,6 +104,9 @@ RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const
     const double seconds = plan.training.tokens / e.tokens_per_s;
     e.days_to_train = seconds / 86400.0;
     e.gpu_hours = seconds / 3600.0 * gpus;
+    e.gpu_time = time_shares(e.step->breakdown, e.step_time_s, e.offload ? e.offload->gpu_optimizer_s : 0.0);
+    if (!plan.hardware.has_power())
+        e.energy_note = fmt::format("profile {} has no power section (docs/formats.md section 3)", plan.hardware.id);
     apply_run_model(e, plan, plan.run);
     return e;
 }

@@ -14,6 +14,9 @@
 //    alpha grows with the ring's step count.
 //  - GEMM under all-reduce vs alone -> comm_compute_slowdown.
 //  - attention: reported; written into the efficiencies only when a fused kernel was measured.
+//  - board power (NVML, recorded with every sample): the highest reading after a GEMM sample ->
+//    power.compute_busy; the reading before the run (run.json) -> power.idle. Written only over a
+//    base profile with a power section (the section is all or nothing).
 // Straight lines are fitted by least squares (Eigen) with relative weights (each point's error
 // as a fraction of its time), so microsecond and second-long points count alike.
 #pragma once
@@ -103,6 +106,10 @@ struct FitReport {
     // Short-benchmark GEMM time over the same GEMM's time after sustained load (<= 1).
     std::optional<double> sustained_clock_ratio;
     std::optional<double> hop_latency_s;  // intra-node per-step latency from all_reduce alphas
+    // Board power (NVML): the highest reading after the GEMM samples, and the reading when the
+    // backend started (before burn-in), in W; written as power.compute_busy and power.idle.
+    std::optional<double> compute_busy_power_w;
+    std::optional<double> idle_power_w;
     std::vector<std::string> replaced;    // profile entries replaced by measurements
     std::vector<std::string> notes;       // what was not written and why, unsupported ops
 };
@@ -114,6 +121,9 @@ struct FitOptions {
     std::string id;      // of the written profile (default: <base id>.calibrated)
     std::string name;    // default: "<base name> (calibrated)"
     std::string device;  // what was measured (from run.json), for the sources
+    // Board power of the idle device when the measurement started (run.json
+    // provenance.telemetry_at_start.power_w), in W; absent without NVML.
+    std::optional<double> idle_power_w;
 };
 [[nodiscard]] FitOptions default_fit_options();
 

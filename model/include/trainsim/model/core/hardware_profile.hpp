@@ -157,6 +157,17 @@ struct HardwareProfile {
     Bandwidth host_memory_bandwidth;
     double cpu_adam_efficiency = 0;
 
+    // --- power (the optional `power:` section; all zero = not given, then energy is unknown) ---
+    // Board power of one GPU while tensor-core kernels run (compute-busy), while only collectives
+    // and memory-bound kernels run (comm-busy), and idle but allocated to the job (waiting in a
+    // pipeline bubble or for its host); and what one node draws beyond its GPUs (CPUs, memory,
+    // NICs, NVSwitches, fans, power-supply loss). Used by sim/src/run/energy.cpp.
+    Power power_compute_busy;
+    Power power_comm_busy;
+    Power power_idle;
+    Power power_node_overhead;
+    [[nodiscard]] bool has_power() const { return power_compute_busy.value() > 0; }
+
     // --- calibrated tables (empty for datasheet profiles) ---
     // The largest relative error of the fits behind the compute tables (GEMM sweep, memory
     // curve, attention) and behind the collective curves, over their own samples; present (in

@@ -280,6 +280,16 @@ struct RunSettings {
     double data_stall_fraction = 0;
 };
 
+// What the electricity of an owned or co-located cluster costs and emits (energy.*; the power
+// itself comes from the hardware profile's power section; sim/run/energy.hpp).
+struct EnergySettings {
+    // Facility power over IT power (power usage effectiveness). 1 = the IT equipment's own power.
+    double pue = 1.0;
+    std::optional<double> price_per_kwh;      // absent: no electricity price (the cost is null)
+    std::optional<std::string> currency;      // absent: pricing.currency
+    std::optional<double> grid_g_co2_per_kwh; // absent: no grid intensity (CO2 is null)
+};
+
 // One fully resolved plan: everything the simulator needs, nothing to read from disk.
 struct Plan {
     std::string name;
@@ -290,6 +300,7 @@ struct Plan {
     Cluster cluster;
     Pricing pricing;
     RunSettings run;
+    EnergySettings energy;
     HardwareProfile hardware;  // resolved from cluster.gpu (or --profile)
     [[nodiscard]] int num_gpus() const { return cluster.num_gpus(); }
     [[nodiscard]] int grad_accum() const {

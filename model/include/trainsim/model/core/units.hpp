@@ -43,6 +43,7 @@ struct BytesTag {};
 struct BandwidthTag {};
 struct FlopsTag {};
 struct FlopRateTag {};
+struct PowerTag {};
 } // namespace detail
 
 // A number of bytes (double: shards and averages are fractional).
@@ -53,6 +54,8 @@ using Bandwidth = detail::Quantity<detail::BandwidthTag>;
 using Flops = detail::Quantity<detail::FlopsTag>;
 // Floating-point operations per second.
 using FlopRate = detail::Quantity<detail::FlopRateTag>;
+// Electrical power in watts (a GPU's board power, a node's host side).
+using Power = detail::Quantity<detail::PowerTag>;
 
 inline constexpr double kKilo = 1e3, kMega = 1e6, kGiga = 1e9, kTera = 1e12, kPeta = 1e15;
 inline constexpr double kKiB = 1024.0, kMiB = kKiB * 1024.0, kGiB = kMiB * 1024.0, kTiB = kGiB * 1024.0;
@@ -110,6 +113,8 @@ private:
 [[nodiscard]] Bandwidth parse_bandwidth(std::string_view text);
 [[nodiscard]] FlopRate parse_flop_rate(std::string_view text);
 [[nodiscard]] Time parse_duration(std::string_view text);
+// "700 W", "2.8 kW", "10.2 kW" (W, kW, MW).
+[[nodiscard]] Power parse_power(std::string_view text);
 // A wall-clock span of a whole run (checkpoint interval, mean time between failures), any length,
 // in seconds: "30 s", "10 min", "50677 h", "2 d".
 [[nodiscard]] double parse_wall_seconds(std::string_view text);

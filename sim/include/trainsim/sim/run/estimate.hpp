@@ -6,6 +6,7 @@
 #include "trainsim/model/core/scenario.hpp"
 #include "trainsim/sim/network/network.hpp"
 #include "trainsim/sim/run/billing.hpp"
+#include "trainsim/sim/run/energy.hpp"
 #include "trainsim/sim/run/offload.hpp"
 #include "trainsim/sim/run/run_model.hpp"
 #include "trainsim/sim/step/executor.hpp"
@@ -87,6 +88,11 @@ struct RunEstimate {
     }
     // How far to trust the figures (trust.hpp), when an error model was given.
     std::optional<Band> band;
+    // The run's electricity over the expected wall clock (energy.hpp); null when the plan was not
+    // simulated or its hardware profile has no power section (then energy_note says which).
+    std::optional<GpuTimeShares> gpu_time;
+    std::optional<EnergyEstimate> energy;
+    std::string energy_note;
 };
 
 // The rate of one GPU-hour as the plan pays (pricing.commitment) after its discount, before any
