@@ -300,7 +300,7 @@ std::vector<KeySpec> make_table() {
             "Electricity price per kWh, a plain number; absent: the electricity cost is null"),
         key("energy.currency", "string", "", "(pricing.currency)", "Currency of `energy.price`"),
         key("energy.grid_intensity", "number", "g CO2 per kWh", "",
-            "Carbon intensity of the electricity (e.g. China's grid ~580, the EU's ~250, Ember 2023); absent: CO2 "
+            "Carbon intensity of the electricity (e.g. China's grid 570, its Ministry of Ecology and Environment's 2022 national average; the EU's ~250, Ember 2023); absent: CO2 "
             "is null"),
         // --- plans ---
         key("plans", "list", "", "",
