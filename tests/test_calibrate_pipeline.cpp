@@ -259,11 +259,12 @@ TEST_CASE("two measure runs into one folder: the second is refused naming the fi
 
 namespace {
 
-// A backend whose GEMMs of n = 128 fail while they run (as a cuBLASLt execution error would);
-// `sticky`: the device is unusable afterwards (as after an illegal address).
+// A backend whose GEMMs of n = 128 fail while they run (as a cuBLASLt execution error would), and
+// with `collectives`, its collectives too (as an NCCL error would); `sticky`: the device is
+// unusable afterwards (as after an illegal address).
 class FailingBackend : public Backend {
 public:
-    explicit FailingBackend(bool sticky) : sticky_(sticky) {}
+    explicit FailingBackend(bool sticky, bool collectives = false) : sticky_(sticky), collectives_(collectives) {}
     [[nodiscard]] std::string name() const override { return "cpu"; }
     [[nodiscard]] int ranks() const override { return 1; }
     [[nodiscard]] nlohmann::json provenance() const override { return nlohmann::json::object(); }
@@ -279,7 +280,7 @@ public:
             [[nodiscard]] std::string implementation() const override { return "test"; }
         };
         auto op = std::make_unique<Op>();
-        op->fail = d.n == 128;
+        op->fail = d.kind == OpKind::collective ? collectives_ : d.n == 128;
         return op;
     }
     void start_timer() override {}
@@ -292,6 +293,7 @@ public:
 
 private:
     bool sticky_;
+    bool collectives_;
 };
 
 MeasureOptions named_options(const std::string& plan) {
@@ -340,5 +342,26 @@ TEST_CASE("an op that fails while it runs is recorded and the run goes on, or st
         CHECK(sum.already_done == 2);
         CHECK(sum.measured == 1);
         CHECK(keys_of(read_samples(dir / "run" / kSamplesFile)) == keys_of(plan));
+    }
+    {
+        // A collective that fails while it runs on a group: the other ranks are inside it, so the
+        // run stops, but only after the failure is recorded; a resume skips it.
+        test::ScratchDir dir;
+        auto with_group = plan;
+        auto ar = test::collective_desc("all_reduce", 2, 1 << 20);
+        ar.key = make_key(ar);
+        with_group.insert(with_group.begin() + 1, ar);
+        FailingBackend nccl_error(/*sticky=*/false, /*collectives=*/true);
+        CHECK_THROWS_WITH(measure(nccl_error, with_group, open_run_dir(dir / "run", false, true), named_options("test")),
+                          Catch::Matchers::Contains("CUBLAS_STATUS_EXECUTION_FAILED"));
+        const SampleFile file = read_samples(dir / "run" / kSamplesFile);
+        REQUIRE(file.samples.size() == 2);
+        CHECK(file.samples[1].desc.key == ar.key);
+        CHECK(file.samples[1].status == "unsupported");
+        CHECK_THAT(file.samples[1].reason, Catch::Matchers::Contains("failed while running"));
+        FailingBackend healthy(/*sticky=*/false);
+        const auto sum = measure(healthy, with_group, open_run_dir(dir / "run", true, true), named_options("test"));
+        CHECK(sum.already_done == 2);
+        CHECK(keys_of(read_samples(dir / "run" / kSamplesFile)) == keys_of(with_group));
     }
 }

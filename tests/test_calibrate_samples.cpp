@@ -165,10 +165,21 @@ TEST_CASE("resume bookkeeping drops a torn last line and keeps the complete ones
     const Sample a = gemm_sample(1024, 4e-6), b = gemm_sample(2048, 3e-5);
     const std::string torn = to_json_line(gemm_sample(4096, 2e-4)).substr(0, 40);
     test::write_text(file, to_json_line(a) + "\n" + to_json_line(b) + "\n" + torn);
-    CHECK(completed_keys(file, /*repair=*/false) == std::set<std::string>{a.desc.key, b.desc.key});
+    TornLine where;
+    CHECK(completed_keys(file, /*repair=*/false, &where) == std::set<std::string>{a.desc.key, b.desc.key});
+    CHECK(where.line == 3);
+    CHECK(where.bytes == 40);
     CHECK(test::read_text(file).ends_with(torn));  // not repaired
-    CHECK(completed_keys(file, /*repair=*/true) == std::set<std::string>{a.desc.key, b.desc.key});
+    // A resume says what it dropped, with the file and the line.
+    {
+        const auto run = open_run_dir(dir.path(), /*resume=*/true, /*repair=*/true); // holds the lock until }
+        CHECK(run.done == std::set<std::string>{a.desc.key, b.desc.key});
+        CHECK_THAT(run.dropped, Contains("samples.jsonl:3: a torn last line (40 bytes") && Contains("measured again"));
+    }
     CHECK(test::read_text(file) == to_json_line(a) + "\n" + to_json_line(b) + "\n");
+    CHECK(completed_keys(file, /*repair=*/true, &where) == std::set<std::string>{a.desc.key, b.desc.key});
+    CHECK(where.line == 0); // nothing torn any more
+    CHECK(open_run_dir(dir.path(), true, true).dropped.empty());
     CHECK(completed_keys(dir / "missing.jsonl", true).empty());
 }
 

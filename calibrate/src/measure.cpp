@@ -121,7 +121,14 @@ RunDir open_run_dir(const fs::path& dir, bool resume, bool repair) {
     if (!resume && has_samples)
         throw CalibrationInputError(run.samples.string(),
                                     "already holds samples; use --resume to continue that run, or another --out");
-    if (resume) run.done = completed_keys(run.samples, repair);
+    if (resume) {
+        TornLine torn;
+        run.done = completed_keys(run.samples, repair, &torn);
+        if (repair && torn.line > 0)
+            run.dropped = fmt::format("{}:{}: a torn last line ({} bytes, no end of line: the run stopped while "
+                                      "writing it) was dropped; its op is measured again",
+                                      run.samples.string(), torn.line, torn.bytes);
+    }
     const fs::path first = dir / "run.json";
     if (fs::exists(first, ec)) {
         std::ifstream in(first);
@@ -247,7 +254,8 @@ MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, co
             s.status = "unsupported";
             s.reason = std::move(reason);
         };
-        std::exception_ptr failed; // an op of this rank alone that failed while it ran
+        std::exception_ptr failed; // an op that failed while it was prepared or ran
+        bool group_failed = false; // ... and ran on a group of ranks
         std::unique_ptr<PreparedOp> op;
         std::optional<std::string> why = backend.unsupported(d);
         if (!why) {
@@ -280,12 +288,13 @@ MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, co
             } catch (const OpUnsupported& e) {
                 record_unsupported(e.what());
             } catch (const std::exception& e) {
-                // The other ranks are inside a collective: it cannot be skipped by one rank alone.
-                if (runs_on_group(d)) throw;
                 // Recorded, so that --resume does not meet the same failure again; the run goes
-                // on unless the device is left unusable.
+                // on unless the device is left unusable, or the op ran on a group: the other
+                // ranks are inside the collective, which one rank cannot skip alone, so the run
+                // stops after the record.
                 record_unsupported(fmt::format("failed while running: {}", e.what()));
                 failed = std::current_exception();
+                group_failed = runs_on_group(d);
             }
         }
         op.reset();
@@ -294,7 +303,7 @@ MeasureSummary measure(Backend& backend, const std::vector<Descriptor>& plan, co
         else ++sum.unsupported;
         if (writer) writer->append(s);
         if (!writer && !s.ok() && opts.on_note) opts.on_note(fmt::format("{}: {}", d.key, s.reason));
-        if (failed && !backend.healthy()) std::rethrow_exception(failed);
+        if (failed && (group_failed || !backend.healthy())) std::rethrow_exception(failed);
 
         if (opts.on_progress) {
             Progress p;

@@ -431,7 +431,7 @@ SampleFile read_samples(const fs::path& file) {
     return out;
 }
 
-std::set<std::string> completed_keys(const fs::path& file, bool repair) {
+std::set<std::string> completed_keys(const fs::path& file, bool repair, TornLine* torn) {
     std::set<std::string> keys;
     const auto text = slurp(file);
     if (!text) return keys;
@@ -457,6 +457,7 @@ std::set<std::string> completed_keys(const fs::path& file, bool repair) {
         keys.insert(j.at("key").get<std::string>());
     }
     if (!problems.empty()) throw SampleError(std::move(problems));
+    if (torn != nullptr) *torn = complete_len < text->size() ? TornLine{line_no + 1, text->size() - complete_len} : TornLine{};
     return keys;
 }
 

@@ -28,6 +28,9 @@ struct RunDir {
     std::filesystem::path dir;
     std::filesystem::path samples;     // DIR/samples.jsonl
     std::set<std::string> done;        // keys already measured (resume)
+    // What --resume dropped: a torn last line left by a run that stopped mid-write, as a message
+    // naming the file and line ("" when there was none, or when this rank does not repair).
+    std::string dropped;
     std::optional<nlohmann::json> first_run;  // DIR/run.json when present
     // The writer's exclusive lock on DIR (DIR/.lock, flock), held while this RunDir (or a copy)
     // lives; empty for the ranks that only read.

@@ -6,6 +6,7 @@
 
 #include "trainsim/calibrate/descriptor.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -96,6 +97,13 @@ struct SampleFile {
 // (no end of line) is not counted; with repair, the file is truncated to its last complete line
 // so the appended samples start on a fresh line. Lines that do not parse before the end are
 // errors (SampleError): the file is not ours to fix.
-[[nodiscard]] std::set<std::string> completed_keys(const std::filesystem::path& file, bool repair);
+// `torn`, when given, says where the torn last line was (its 1-based line number and its bytes;
+// line 0 when there was none), so that the caller can say what it dropped.
+struct TornLine {
+    int line = 0;
+    std::size_t bytes = 0;
+};
+[[nodiscard]] std::set<std::string> completed_keys(const std::filesystem::path& file, bool repair,
+                                                   TornLine* torn = nullptr);
 
 } // namespace trainsim::calibrate
