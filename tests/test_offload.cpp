@@ -118,6 +118,7 @@ TEST_CASE("the offload step's lower bound holds and pruning with it keeps the ex
         REQUIRE(r.plan.parallel.offload != model::Offload::none);
         params = params || r.plan.parallel.offload == model::Offload::params;
         const double bound = sim::step_time_lower_bound_s(r.plan);
+        CHECK(bound == sim::step_time_lower_bound_direct_s(r.plan)); // the extrapolation is exact here too
         CHECK(bound <= r.estimate.step_time_s);
         CHECK(bound > 0.5 * r.estimate.step_time_s); // a bound that means something
     }

@@ -240,7 +240,7 @@ private:
 
 // Per pipeline stage: the sum of the least op times (ps) of each stream, with the compute stream
 // split into its kernels ([compute]) and the collectives that block it ([kBlocking]); and, inside
-// the kernels' sum, the optimizer's (its update and gradient norm, [kOptimizer]).
+// the kernels' sum, a bound above the optimizer's (its update and gradient norm, [kOptimizer]).
 constexpr std::size_t kBlocking = model::kNumStreams;
 constexpr std::size_t kOptimizer = model::kNumStreams + 1;
 using StreamSums = std::vector<std::array<std::int64_t, model::kNumStreams + 2>>;
@@ -256,8 +256,10 @@ StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network) 
                 op.stream == model::Stream::compute && graph.protos[op.proto].kind == model::OpKind::collective;
             const std::int64_t t = least.of(s, op);
             out[s][blocking ? kBlocking : static_cast<std::size_t>(op.stream)] += t;
+            // At most: the nominal time (least + 1 ps) plus 1 ps for the executor's rounding of
+            // a slowed kernel's end (< 0.5 ps), so that (1 + s) x this sum bounds the time taken.
             if (!blocking && op.stream == model::Stream::compute && op.category == model::Category::optimizer)
-                out[s][kOptimizer] += t;
+                out[s][kOptimizer] += t + 2;
         }
     }
     return out;
@@ -326,11 +328,10 @@ std::int64_t stream_bound_ps(const model::Plan& plan, const AnalyticNetwork& net
 
 // A CPU-offload step is the simulated GPU step less its optimizer kernels' time on the critical
 // stage, plus what offload adds (sim/offload.hpp). The GPU step is >= the stream bound; the
-// optimizer time removed is <= (1 + s) x the largest stage's least optimizer sum (a kernel runs
-// at no less than 1 / (1 + s) of its speed); what offload adds is >= CPU Adam and the parameters
+// optimizer time removed is <= (1 + s) x the largest stage's optimizer sum (a kernel runs at no
+// less than 1 / (1 + s) of its speed; the sum counts each kernel's nominal time and its rounding); what offload adds is >= CPU Adam and the parameters
 // back (the exposed transfers are >= 0).
-std::int64_t offload_bound_ps(const model::Plan& plan, const AnalyticNetwork& network) {
-    const auto sums = bound_sums(plan, network);
+std::int64_t offload_bound_ps(const model::Plan& plan, const StreamSums& sums) {
     const double slowdown = plan.hardware.comm_compute_slowdown;
     std::int64_t optimizer = 0;
     for (const auto& st : sums) optimizer = std::max(optimizer, st[kOptimizer]);
@@ -442,14 +443,17 @@ std::int64_t critical_path_ps(const model::Plan& plan, const model::OpGraph& gra
 } // namespace
 
 double step_time_lower_bound_s(const model::Plan& plan, const AnalyticNetwork& network) {
-    if (plan.parallel.offload != model::Offload::none) return Time::ps(offload_bound_ps(plan, network)).seconds();
+    if (plan.parallel.offload != model::Offload::none)
+        return Time::ps(offload_bound_ps(plan, bound_sums(plan, network))).seconds();
     return Time::ps(stream_bound_ps(plan, network)).seconds();
 }
 
 double step_time_lower_bound_s(const model::Plan& plan) { return step_time_lower_bound_s(plan, plan_network(plan)); }
 
 double step_time_lower_bound_direct_s(const model::Plan& plan) {
-    return Time::ps(largest(stream_sums(plan, plan_network(plan)), plan.hardware.comm_compute_slowdown)).seconds();
+    const auto sums = stream_sums(plan, plan_network(plan));
+    if (plan.parallel.offload != model::Offload::none) return Time::ps(offload_bound_ps(plan, sums)).seconds();
+    return Time::ps(largest(sums, plan.hardware.comm_compute_slowdown)).seconds();
 }
 
 double critical_path_lower_bound_s(const model::Plan& plan, const model::OpGraph& graph,
