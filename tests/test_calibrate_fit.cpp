@@ -399,4 +399,19 @@ TEST_CASE("board power from the samples' NVML telemetry becomes power.compute_bu
     const FitResult none = fit(file_of(samples), bare, opts);
     CHECK_FALSE(none.profile.has_power());
     CHECK_FALSE(none.profile.sources.contains("power.compute_busy"));
+
+    // A busy reading below the base profile's comm-busy and idle figures (a throttled or
+    // mis-read board, 60 W) without an idle reading: comm-busy and idle are capped at it, said
+    // as derived, and the profile still loads (idle <= comm-busy <= compute-busy).
+    auto low = synthetic_node();
+    for (auto& s : low)
+        if (s.desc.kind == OpKind::gemm) s.telemetry.power_w = 60;
+    const FitResult capped = fit(file_of(low), h100(), default_fit_options());
+    CHECK(capped.profile.power_compute_busy.value() == 60);
+    CHECK(capped.profile.power_comm_busy.value() == 60);
+    CHECK(capped.profile.power_idle.value() == 60);
+    CHECK_THAT(capped.profile.sources.at("power.comm_busy"), Contains("derived: capped"));
+    CHECK_THAT(capped.profile.sources.at("power.idle"), Contains("derived: capped"));
+    model::write_profile(capped.profile, dir / "capped.yaml", false);
+    CHECK(model::load_profile(dir / "capped.yaml").power_idle.value() == 60);
 }

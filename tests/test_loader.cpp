@@ -289,6 +289,11 @@ TEST_CASE("profile power section: optional, all or nothing, idle <= comm-busy <=
     CHECK(find(bare, "power.idle", "has no unit").line > 0);
     const auto order = errors_of(replace(full, "\"90 W\"", "\"400 W\""));
     CHECK(find(order, "power.comm_busy", "idle <= comm_busy <= compute_busy").line > 0);
+    // A unit slip: a board at 7 kW, a node's host side at 2.8 W.
+    const auto gpu_kw = errors_of(replace(full, "\"700 W\"", "\"7 kW\""));
+    CHECK(find(gpu_kw, "power.compute_busy", "outside the physical range").line > 0);
+    const auto node_w = errors_of(replace(full, "\"2.8 kW\"", "\"2.8 W\""));
+    CHECK(find(node_w, "power.node_overhead", "outside the physical range").line > 0);
 }
 
 TEST_CASE("run settings: a duration without a unit and bad values, each at its place", "[loader]") {
@@ -490,6 +495,31 @@ TEST_CASE("ZeRO-3 reuse distance: a count or unlimited", "[loader]") {
     (void)only_error(fx, kBase + "parallel:\n  fsdp_reuse_distance_params: -5\n", key);
     (void)only_error(fx, kBase + "parallel:\n  fsdp_reduce_scatters_per_layer: 0\n",
                      "parallel.fsdp_reduce_scatters_per_layer");
+}
+
+TEST_CASE("a framework's default that follows the model's size is applied once the model is read",
+          "[loader][framework]") {
+    Fixture fx;
+    // llm-foundry recomputes every block from 2B parameters up (its mpt-3b and larger recipes):
+    // the tiny preset (a few million parameters) runs without, an MPT-3B shape (32 x 2560, 4x
+    // GELU FFN, vocab 50368: 2.65B) with full recompute of every layer, whatever order the
+    // scenario writes its sections in.
+    const auto small = fx.load(kBase + "parallel:\n  framework: llm-foundry\n").plans.at(0).parallel;
+    CHECK(small.recompute == Recompute::none);
+    const std::string mpt3b = R"(parallel:
+  framework: llm-foundry
+plans:
+  - name: mpt-3b shape
+    model: {name: m, layers: 32, hidden: 2560, heads: 20, ffn: 10240, ffn_type: gelu, vocab: 50368}
+  - name: written
+    model: {name: m, layers: 32, hidden: 2560, heads: 20, ffn: 10240, ffn_type: gelu, vocab: 50368}
+    parallel: {recompute: selective}
+)";
+    const auto big = fx.load(kBase + mpt3b);
+    REQUIRE(big.plans.size() == 2);
+    CHECK(big.plans[0].parallel.recompute == Recompute::full);
+    CHECK(big.plans[0].parallel.recompute_layers == 0); // every layer: no block recompute
+    CHECK(big.plans[1].parallel.recompute == Recompute::selective); // what the scenario writes wins
 }
 
 TEST_CASE("parallel.framework fills the properties the scenario does not write", "[loader][framework]") {

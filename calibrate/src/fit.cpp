@@ -179,8 +179,10 @@ void fit_power(const SampleFile& file, const FitOptions& opts, model::HardwarePr
         replace("power.compute_busy",
                 fmt::format("NVML board power, highest of {} readings after the GEMM samples", readings));
         if (p.power_comm_busy > p.power_compute_busy) {
+            // Derived, not measured: said as such, not through replace's "measured:".
             p.power_comm_busy = p.power_compute_busy;
-            replace("power.comm_busy", "capped at the measured compute-busy board power");
+            p.sources["power.comm_busy"] = "derived: capped at the measured compute-busy board power (NVML)";
+            rep.replaced.push_back("power.comm_busy");
         }
     }
     if (rep.idle_power_w) {
@@ -191,6 +193,16 @@ void fit_power(const SampleFile& file, const FitOptions& opts, model::HardwarePr
             rep.notes.push_back(fmt::format("idle board power {:.0f} W not written: above the comm-busy power {:.0f} W",
                                             *rep.idle_power_w, p.power_comm_busy.value()));
         }
+    }
+    // The profile must stay loadable (idle <= comm-busy <= compute-busy): a base idle figure above
+    // a low measured busy power is capped, and said.
+    if (p.power_idle > p.power_comm_busy) {
+        rep.notes.push_back(fmt::format("idle power {:.0f} W of the base profile capped at the comm-busy power {:.0f} W",
+                                        p.power_idle.value(), p.power_comm_busy.value()));
+        p.power_idle = p.power_comm_busy;
+        p.sources["power.idle"] = "derived: capped at the comm-busy power, itself capped at the measured compute-busy "
+                                  "board power (NVML)";
+        rep.replaced.push_back("power.idle");
     }
 }
 } // namespace

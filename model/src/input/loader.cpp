@@ -416,8 +416,11 @@ public:
         auto model = read_model();
         auto hardware = read_hardware();
         resolve_dp();
+        // The framework fills what the scenario does not write once the model is known: a default
+        // can follow the model's size (llm-foundry's recipes recompute from 2B parameters up).
+        if (model) b_.plan.model = *model;
+        apply_framework();
         if (model) {
-            b_.plan.model = *model;
             if (hardware) b_.plan.hardware = *hardware;
             else bad_.insert("precision");  // cannot be judged without the GPU
             attach_layout_problems();
@@ -485,7 +488,6 @@ private:
                 apply_default(binding, b_, spec);
             }
         }
-        apply_framework();
     }
 
     // parallel.framework: its profile fills the properties the scenario does not write.

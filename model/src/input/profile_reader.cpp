@@ -169,7 +169,9 @@ private:
             break;
         case Kind::power:
             if (auto x = detail::read_with_unit(n, at, "a power (e.g. '700 W', '2.8 kW')", parse_power, out_);
-                x && within(x->value(), kPowerBounds, at, n))
+                x && within(x->value(), e.power_member == &model::HardwareProfile::power_node_overhead ? kNodePowerBounds
+                                                                                                  : kGpuPowerBounds,
+                            at, n))
                 p_.*e.power_member = *x;
             break;
         case Kind::fraction:

@@ -77,7 +77,8 @@ constexpr Bounds kFlopRateBounds{1e9, 1e17, "one GPU's dense peak is 10-5000 TFL
 
 // One GPU draws 50-1200 W (idle A100 ~50 W, B200 1000-1200 W); the host side of a node is
 // 0.2-20 kW (a DGX-class node's CPUs, NICs, NVSwitches and fans are ~3 kW).
-constexpr Bounds kPowerBounds{1, 1e5, "a GPU draws 50-1200 W, a node's host side 0.2-20 kW"};
+constexpr Bounds kGpuPowerBounds{10, 3000, "a GPU draws 50-1200 W (idle A100 ~50 W, B200 up to 1200 W)"};
+constexpr Bounds kNodePowerBounds{100, 50000, "a node's host side draws 0.2-20 kW"};
 
 // The power section is all or nothing: these four entries, optional together (docs/formats.md).
 inline constexpr std::array<std::string_view, 4> kPowerPaths{"power.compute_busy", "power.comm_busy", "power.idle",

@@ -183,10 +183,10 @@ void energy_fields(json& j, const model::Plan& plan, const RunEstimate& e) {
     j["energy_currency"] = plan.energy.currency.value_or(plan.pricing.currency);
     j["co2_kg"] = en ? opt(en->co2_kg) : json(nullptr);
     if (!en) j["energy_note"] = e.energy_note.empty() ? std::string("not simulated") : e.energy_note;
-    if (e.gpu_time)
-        j["gpu_time_per_step"] = json{{"compute_busy_s", e.gpu_time->compute_s},
-                                      {"comm_busy_s", e.gpu_time->comm_s},
-                                      {"idle_s", e.gpu_time->idle_s}};
+    j["gpu_time_per_step"] = e.gpu_time ? json{{"compute_busy_s", e.gpu_time->compute_s},
+                                               {"comm_busy_s", e.gpu_time->comm_s},
+                                               {"idle_s", e.gpu_time->idle_s}}
+                                        : json(nullptr); // not simulated: unknown, as every energy field
 }
 
 json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {

@@ -4,9 +4,10 @@
 //
 // Per GPU and step, from the critical rank's breakdown (executor.hpp StepBreakdown; it sums to
 // the GPU's step time):
-//   compute-busy  t_c = forward + backward + recompute          (tensor-core kernels; communication
+//   compute-busy  t_c = forward + backward + recompute          (every kernel of the passes, the
+//                                                                  memory-bound ones too; communication
 //                                                                  hidden behind them included)
-//   comm-busy     t_m = optimizer + exposed TP, CP, DP and PP    (memory-bound kernels and collectives
+//   comm-busy     t_m = optimizer + exposed TP, CP, DP and PP    (the optimizer's kernels and collectives
 //                                                                  with no compute beside them)
 //   idle          t_i = step time - t_c - t_m                    (pipeline bubble, host-bound, and the
 //                                                                  CPU offload's added time: the GPU waits)
@@ -16,7 +17,9 @@
 //   cost = E x price per kWh;   CO2 = E x grid intensity / 1000                         [kg]
 // The expected wall clock (run_model.hpp) rather than the steady one: through checkpoints,
 // failures and restarts the machines stay allocated and powered, and the steps they redo draw
-// power like the first time.
+// power like the first time (restarts and checkpoint writes charged at the step's average power:
+// an upper bound of that part). The critical rank's breakdown stands for every GPU: an
+// approximation of the stages' mean with no guaranteed direction.
 #pragma once
 
 #include "trainsim/model/core/hardware_profile.hpp"
