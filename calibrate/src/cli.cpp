@@ -38,6 +38,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+// What --resume dropped from the run directory (a torn last line), said before measuring.
+void say_dropped(const RunDir& run) {
+    if (!run.dropped.empty()) std::cerr << "trainsim-calibrate measure: " << run.dropped << "\n";
+}
+
 
 // --data-dir, else $TRAINSIM_DATA_DIR, else scenarios/ beside the executable (the GPU bundle's
 // layout, scripts/gpu-bundle), else the source tree's scenarios/ this binary was built from.
@@ -190,7 +195,7 @@ RunDir shared_run_dir(const detail::MpiSession& mpi, const fs::path& out, bool r
     if (mpi.rank() == 0) {
         try {
             run = open_run_dir(out, resume, /*repair=*/true);
-            if (!run.dropped.empty()) std::cerr << "trainsim-calibrate measure: " << run.dropped << "\n";
+            say_dropped(run);
         } catch (const std::exception& e) {
             (void)mpi.broadcast(std::string("E") + e.what());
             throw;
@@ -293,7 +298,7 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
                                          "(libopenmpi-dev) and launch with mpirun, or run one process",
                                          env_rank, env_world));
         const RunDir run = open_run_dir(out, a.resume, /*repair=*/true);
-        if (!run.dropped.empty()) std::cerr << "trainsim-calibrate measure: " << run.dropped << "\n";
+        say_dropped(run);
         auto backend = make_cpu_backend(std::max(2, a.threads));
         PlanContext ctx{"cpu", backend->ranks(), {}};
         const auto plan = make_plan(kind, ctx);
@@ -341,7 +346,7 @@ int run_measure(const MeasureArgs& a, int argc, char** argv, const CudaEntry& cu
     // Every rank reads which keys are done before NCCL initialises (a barrier), so none sees
     // samples rank 0 writes afterwards; only rank 0 repairs a torn last line.
     const RunDir run = open_run_dir(out, a.resume, rank == 0);
-    if (!run.dropped.empty()) std::cerr << "trainsim-calibrate measure: " << run.dropped << "\n";
+    say_dropped(run);
 
     std::vector<pid_t> children;
     if (launcher) {
