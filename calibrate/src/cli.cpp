@@ -690,8 +690,8 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
         cmd->add_flag("--force", im.force, "replace an existing DIR/samples.jsonl")->excludes(append);
         cmd->add_flag("--json", im.json, "print the import summary as JSON");
     };
-    auto* nccl_cmd = import_cmd->add_subcommand("nccl-tests", "import nccl-tests text logs (*_perf output)");
-    nccl_cmd->add_option("FILE", im.files, "nccl-tests logs (text, as printed on stdout)")->required();
+    auto* nccl_cmd = import_cmd->add_subcommand("nccl-tests", "import nccl-tests logs (*_perf output: text, or -J JSON)");
+    nccl_cmd->add_option("FILE", im.files, "nccl-tests logs: the text printed on stdout, or the file -J wrote")->required();
     nccl_cmd->add_option("--op", im.op, "all_reduce | all_gather | reduce_scatter | all_to_all | send_recv (default: "
                                         "from the log, its file name or busbw / algbw)");
     nccl_cmd->add_option("--group-size", im.group_size, "ranks of the collective (default: the log's Rank lines)")

@@ -302,7 +302,7 @@ std::optional<RankLine> parse_rank_line(std::string_view rest, const std::vector
 
 // A row as read, before the op is known.
 struct RawRow {
-    NcclTestsRow row;
+    NcclTestsRow row;       // row.key: the JSON path of the times (empty in text)
     std::string dtype;
     bool reduces = false;   // a reduction op is printed (sum, prod, ...; not blank or "none")
     double time_rel = 0;    // relative print rounding of the time
@@ -340,6 +340,7 @@ public:
     LogReader(NcclTestsLog& log, const NcclTestsOptions& opts) : log_(log), opts_(opts) {}
 
     void read_line(int line_no, std::string_view line);
+    void read_json(const json& doc);
     bool settle_group();
     bool settle_op();
     bool check_rows();
@@ -350,6 +351,19 @@ private:
     void problem(int line, int col, const std::string& msg) {
         log_.problems.push_back(model::Diagnostic{log_.file, line, line > 0 ? std::max(col, 1) : 0, "", msg});
     }
+    // A problem in JSON: named by the path of the value, not a line (nccl-tests writes one line).
+    void json_problem(const std::string& key, const std::string& msg) {
+        log_.problems.push_back(model::Diagnostic{log_.file, 0, 0, key, msg});
+    }
+    // A problem with one row: at its line and column in text, at its JSON path + `field` in JSON.
+    void row_problem(const RawRow& r, int col, const std::string& field, const std::string& msg) {
+        if (r.row.key.empty()) problem(r.row.line, col, msg);
+        else json_problem(r.row.key + field, msg);
+    }
+    static std::string where(const RawRow& r) {
+        return r.row.key.empty() ? fmt::format("line {}", r.row.line) : r.row.key;
+    }
+    void read_json_row(const json& result, const std::string& key);
     void read_comment(int line_no, std::string_view s, int col0);
     void read_row(int line_no, std::int64_t size, std::int64_t count, const std::vector<Token>& t);
 
@@ -363,8 +377,11 @@ private:
     // into a row (fewer when a blank redop is left out), never in the in-place columns.
     std::optional<std::size_t> time_column_;
     std::map<int, RankLine> ranks_;
+    std::string rank_source_ = "Rank lines";  // what ranks_ came from
     int unreadable_rank_line_ = 0;
-    std::map<std::string, int> binaries_;  // op -> first line naming its binary
+    // Columns from the out-of-place time to i_min (the -I per-iteration columns), from the header.
+    std::optional<std::size_t> iter_offset_;
+    std::map<std::string, std::string> binaries_;  // op -> where its binary is first named ("on line 3")
     std::map<std::string, int> unsupported_binaries_;
     std::vector<RawRow> raw_;
 };
@@ -379,7 +396,7 @@ void LogReader::read_line(int line_no, std::string_view line) {
     if (ts[0] != '#' || contains(ts, "_perf")) {
         for (const auto& b : perf_binaries(ts)) {
             const std::string op = op_of_name(b);
-            if (!op.empty()) binaries_.emplace(op, line_no);
+            if (!op.empty()) binaries_.emplace(op, fmt::format("on line {}", line_no));
             else unsupported_binaries_.emplace(b + "_perf", line_no);
         }
     }
@@ -461,6 +478,8 @@ void LogReader::read_comment(int line_no, std::string_view s, int col0) {
             names_size = names_size || t[i].text == "size";
             if (t[i].text == "#wrong") wrong_column_ = true;
             if (names_size && !time_column_ && (t[i].text == "time" || t[i].text == "cputime")) time_column_ = i;
+            // -I: i_min i_max i_p99 i_cv% after the out-of-place #wrong (and #bitdiff).
+            if (time_column_ && !iter_offset_ && t[i].text == "i_min") iter_offset_ = i - *time_column_;
         }
     }
 }
@@ -529,6 +548,26 @@ void LogReader::read_row(int line_no, std::int64_t size, std::int64_t count, con
     }
     for (std::size_t i = 3; i < at; ++i)
         if (is_alpha_token(t[i].text) && t[i].text != "none") r.reduces = true;
+    if (iter_offset_) {
+        const std::size_t b = at + *iter_offset_;
+        std::array<double, 4> v{};  // i_min i_max i_p99 i_cv%
+        bool ok = b + 3 < t.size();
+        for (std::size_t k = 0; ok && k < 4; ++k) ok = parse_real(t[b + k].text, v[k]) && (k == 0 ? v[k] > 0 : v[k] >= 0);
+        if (!ok) {
+            problem(line_no, b < t.size() ? t[b].col : t.back().col,
+                    "the header names -I per-iteration columns (i_min i_max i_p99 i_cv%) but this row does not "
+                    "have four numbers there (i_min above zero, the others not negative)");
+            return;
+        }
+        const double slack = 1.01 * (half_ulp(t[b].text) + half_ulp(t[b + 1].text) + half_ulp(t[b + 2].text));
+        if (v[0] > v[2] + slack || v[2] > v[1] + slack) {
+            problem(line_no, t[b].col,
+                    fmt::format("per-iteration times out of order: i_min {} <= i_p99 {} <= i_max {} does not hold",
+                                t[b].text, t[b + 2].text, t[b + 1].text));
+            return;
+        }
+        r.row.per_iter = NcclTestsIterStats{v[0], v[1], v[2], v[3], std::nullopt, {}};
+    }
     if (wrong_column_ && at + 3 < t.size()) {
         std::int64_t wrong = 0;
         if (parse_int(t[at + 3].text, wrong) && wrong > 0)
@@ -536,6 +575,210 @@ void LogReader::read_row(int line_no, std::int64_t size, std::int64_t count, con
                     fmt::format("{} wrong elements: the run failed nccl-tests' data check, its times are not a "
                                 "clean measurement",
                                 wrong));
+    }
+    raw_.push_back(std::move(r));
+}
+
+// ---- nccl-tests -J JSON ------------------------------------------------------------------------
+//
+// The layout nccl-tests' src/util.cu writes (JSON_FILE_VERSION 1-3), one line, streamed while the
+// run goes: {version, start_time, args[], env[], nccl_version, config{nthreads, ngpus, ...,
+// warmup_iters, iterations, aggregated_iterations, devices[{rank, group, hostname, device_info}]},
+// results[{size, count, type, redop, root, out_of_place{time | cpu_time, alg_bw, bus_bw, nwrong}
+// | null, out_of_place_per_iter{...}, in_place{...}, in_place_per_iter{...}}], ...}. Numbers are
+// printed with "%lf" (6 decimals), NaN as the string "nan", booleans as strings.
+
+// Half a unit of "%lf"'s last digit.
+constexpr double kJsonHalfUlp = 5e-7;
+
+std::optional<double> json_number(const json& o, const char* key) {
+    if (!o.is_object()) return std::nullopt;
+    const auto it = o.find(key);
+    if (it == o.end() || !it->is_number()) return std::nullopt;
+    const double v = it->get<double>();
+    return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
+std::string json_string(const json& o, const char* key) {
+    if (!o.is_object()) return {};
+    const auto it = o.find(key);
+    return it != o.end() && it->is_string() ? utf8(it->get<std::string>()) : std::string();
+}
+
+std::optional<int> json_count(const json& o, const char* key) {
+    const auto v = json_number(o, key);
+    if (!v || *v < 0 || *v > 1e6 || *v != std::floor(*v)) return std::nullopt;
+    return static_cast<int>(*v);
+}
+
+// "1:23" for a parse error at a byte offset: nccl-tests writes one line, a pretty-printer many.
+std::pair<int, int> line_col_of(std::string_view text, std::size_t byte) {
+    int line = 1, col = 1;
+    for (std::size_t i = 0; i < std::min(byte, text.size()); ++i) {
+        if (text[i] == '\n') {
+            ++line;
+            col = 1;
+        } else {
+            ++col;
+        }
+    }
+    return {line, col};
+}
+
+void LogReader::read_json(const json& doc) {
+    if (!doc.is_object() || (!doc.contains("results") && !doc.contains("config"))) {
+        json_problem("", "a JSON document without 'config' or 'results': not nccl-tests -J output");
+        return;
+    }
+    const auto version = json_count(doc, "version");
+    log_.format = version ? fmt::format("JSON v{}", *version) : "JSON (no version)";
+    if (const auto it = doc.find("args"); it != doc.end() && it->is_array()) {
+        for (std::size_t i = 0; i < it->size(); ++i) {
+            if (!(*it)[i].is_string()) continue;
+            for (const auto& b : perf_binaries((*it)[i].get<std::string>())) {
+                const std::string op = op_of_name(b);
+                if (!op.empty()) binaries_.emplace(op, fmt::format("in args[{}]", i));
+                else unsupported_binaries_.emplace(utf8(b) + "_perf", 0);
+            }
+        }
+    }
+    if (const auto code = json_number(doc, "nccl_version"); code && *code > 0 && *code < 1e6)
+        log_.nccl_version = decode_nccl_version(static_cast<std::int64_t>(*code));
+    const json& config = doc.contains("config") ? doc["config"] : json::object();
+    nthread_ = json_count(config, "nthreads");
+    ngpus_ = json_count(config, "ngpus");
+    log_.warmup_iters = json_count(config, "warmup_iters");
+    log_.iters = json_count(config, "iterations");
+    log_.agg_iters = json_count(config, "aggregated_iterations");
+    // One devices entry per process: src/util.cu parses the first "#  Rank" line of each process's
+    // report, so a process driving nThread x nGpus GPUs appears once, as its first rank.
+    const json* devices = nullptr;
+    if (config.is_object() && config.contains("devices")) devices = &config["devices"];
+    else if (doc.contains("devices")) devices = &doc["devices"];
+    if (devices != nullptr && devices->is_array()) {
+        const int per_entry = std::max(1, nthread_.value_or(1) * ngpus_.value_or(1));
+        rank_source_ = fmt::format("ranks of config.devices ({} per entry)", per_entry);
+        for (std::size_t i = 0; i < devices->size(); ++i) {
+            const json& e = (*devices)[i];
+            const auto rank = json_count(e, "rank");
+            const auto group = json_number(e, "group");
+            if (!rank) {
+                ++log_.skipped["unreadable devices entries"];
+                if (unreadable_rank_line_ == 0) unreadable_rank_line_ = -1;
+                continue;
+            }
+            for (int k = 0; k < per_entry; ++k) {
+                RankLine r;
+                r.rank = *rank + k;
+                r.group = group ? static_cast<int>(std::clamp(*group, -1e6, 1e6)) : 0;
+                r.host = json_string(e, "hostname");
+                r.gpu = json_string(e, "device_info");
+                ranks_.emplace(r.rank, r);
+            }
+        }
+    }
+    const auto results = doc.find("results");
+    if (results == doc.end() || !results->is_array()) {
+        json_problem("results", "no 'results' list: the run stopped before its first size, or this is not nccl-tests "
+                                "-J output");
+        return;
+    }
+    for (std::size_t i = 0; i < results->size(); ++i) read_json_row((*results)[i], fmt::format("results[{}]", i));
+}
+
+void LogReader::read_json_row(const json& result, const std::string& key) {
+    if (!result.is_object()) {
+        json_problem(key, "not an object");
+        return;
+    }
+    const auto size = json_number(result, "size");
+    const auto count = json_number(result, "count");
+    if (!size || !count || *size < 0 || *count < 0 || *size > 1e18 || *size != std::floor(*size)) {
+        json_problem(key + ".size", "size and count must be whole non-negative numbers");
+        return;
+    }
+    if (*size == 0) {
+        ++log_.skipped["rows of size 0 (no data)"];
+        return;
+    }
+    RawRow r;
+    r.row.bytes = *size;
+    r.row.type = json_string(result, "type");
+    r.dtype = dtype_of(r.row.type);
+    if (r.dtype.empty()) {
+        json_problem(key + ".type", fmt::format("unknown element type '{}'", r.row.type));
+        return;
+    }
+    const std::string redop = json_string(result, "redop");
+    r.reduces = is_alpha_token(redop) && redop != "none";
+    // The out-of-place times, as in text; a trace replay writes only in-place ones.
+    std::string part = "out_of_place";
+    if (!result.contains(part) || !result[part].is_object()) {
+        part = "in_place";
+        if (!result.contains(part) || !result[part].is_object()) {
+            json_problem(key, "neither out_of_place nor in_place times");
+            return;
+        }
+        ++log_.skipped["rows with in-place times only (read those)"];
+    }
+    const json& t = result[part];
+    r.row.key = key + "." + part;
+    const auto time = json_number(t, "time") ? json_number(t, "time") : json_number(t, "cpu_time");
+    const auto alg = json_number(t, "alg_bw");
+    const auto bus = json_number(t, "bus_bw");
+    if (!time || !(*time > 0) || !alg || !bus || *alg < 0 || *bus < 0) {
+        json_problem(r.row.key, "time, alg_bw and bus_bw must be numbers, the time above zero (\"nan\": the run "
+                                "measured nothing)");
+        return;
+    }
+    if (*time > kMaxCallUs) {
+        json_problem(r.row.key + ".time",
+                     fmt::format("a time of {} us (over an hour per call) is not a collective measurement", *time));
+        return;
+    }
+    r.row.time_us = *time;
+    r.row.algbw_gbps = *alg;
+    r.row.busbw_gbps = *bus;
+    r.time_rel = kJsonHalfUlp / std::max(*time - kJsonHalfUlp, *time * 1e-3);
+    r.busbw_half = kJsonHalfUlp;
+    if (!within_print(*alg, kJsonHalfUlp, algbw_of(r.row.bytes, *time), r.time_rel)) {
+        json_problem(r.row.key + ".alg_bw",
+                     fmt::format("alg_bw {} is not size / time = {} (edited or corrupt)", gbps(*alg),
+                                 gbps(algbw_of(r.row.bytes, *time))));
+        return;
+    }
+    if (const auto wrong = json_number(t, "nwrong"); wrong && *wrong > 0)
+        json_problem(r.row.key + ".nwrong",
+                     fmt::format("{} wrong elements: the run failed nccl-tests' data check, its times are not a clean "
+                                 "measurement",
+                                 *wrong));
+    const std::string iter_key = part + "_per_iter";
+    if (result.contains(iter_key) && result[iter_key].is_object()) {
+        const json& p = result[iter_key];
+        const auto mn = json_number(p, "min_us"), mx = json_number(p, "max_us"), p99 = json_number(p, "p99_us"),
+                   avg = json_number(p, "avg_us");
+        const auto p50 = json_number(p, "p50_us");
+        if (!mn || !mx || !p99 || !avg || !(*mn > 0) || *mn > *p99 || *p99 > *mx || (p50 && (*p50 < *mn || *p50 > *mx))) {
+            json_problem(key + "." + iter_key, "min_us <= p50_us, p99_us <= max_us (above zero) and avg_us must be "
+                                               "numbers");
+            return;
+        }
+        NcclTestsIterStats st{*mn, *mx, *p99, std::max(0.0, json_number(p, "cv_pct").value_or(0)), p50, {}};
+        // The times of the iterations the summary uses (it skips the first skipped_iterations).
+        if (const auto it = p.find("times_us"); it != p.end() && it->is_array()) {
+            const std::size_t skip = static_cast<std::size_t>(json_count(p, "skipped_iterations").value_or(0));
+            for (std::size_t k = skip; k < it->size(); ++k)
+                if ((*it)[k].is_number() && (*it)[k].get<double>() > 0) st.times_us.push_back((*it)[k].get<double>());
+        }
+        // Per call: an iteration of -m agg iters calls takes agg times one call; the mean time
+        // says which the figures are.
+        const int agg = log_.agg_iters.value_or(1);
+        if (agg > 1 && std::abs(std::log(*avg / (*time * agg))) < std::abs(std::log(*avg / *time))) {
+            for (double* x : {&st.min_us, &st.max_us, &st.p99_us}) *x /= agg;
+            if (st.p50_us) *st.p50_us /= agg;
+            for (double& x : st.times_us) x /= agg;
+        }
+        r.row.per_iter = std::move(st);
     }
     raw_.push_back(std::move(r));
 }
@@ -561,11 +804,13 @@ bool LogReader::settle_group() {
             log_.group_size_source += fmt::format(" (the log's Rank lines say {})", members.size());
     } else if (unreadable_rank_line_ > 0) {
         problem(unreadable_rank_line_, 1, "a Rank line that cannot be read: pass --group-size (and --nodes)");
+    } else if (unreadable_rank_line_ < 0) {
+        json_problem("config.devices", "a devices entry without a rank: pass --group-size (and --nodes)");
     } else if (!members.empty()) {
         log_.group_size = static_cast<int>(members.size());
-        log_.group_size_source = groups.size() > 1 ? fmt::format("{} Rank lines of group {} ({} groups)",
-                                                                 members.size(), members.front()->group, groups.size())
-                                                   : fmt::format("{} Rank lines", members.size());
+        log_.group_size_source = groups.size() > 1 ? fmt::format("{} {} of group {} ({} groups)", members.size(),
+                                                                 rank_source_, members.front()->group, groups.size())
+                                                   : fmt::format("{} {}", members.size(), rank_source_);
         const int last = members.back()->rank, first = members.front()->rank;
         if (groups.size() == 1 && (first != 0 || last + 1 != static_cast<int>(members.size())))
             problem(members.front()->line, 1,
@@ -585,7 +830,7 @@ bool LogReader::settle_group() {
         log_.nodes_source = "--nodes";
     } else if (!log_.hosts.empty()) {
         log_.nodes = static_cast<int>(log_.hosts.size());
-        log_.nodes_source = "hosts of the Rank lines";
+        log_.nodes_source = "hosts of the " + rank_source_;
     } else if (from_header && log_.group_size > 0) {
         log_.nodes = 1;
         log_.nodes_source = "one process (header)";
@@ -628,7 +873,7 @@ bool LogReader::settle_op() {
     }
     if (binaries_.size() == 1) {
         log_.op = binaries_.begin()->first;
-        log_.op_source = fmt::format("binary name on line {}", binaries_.begin()->second);
+        log_.op_source = fmt::format("binary name {}", binaries_.begin()->second);
         return true;
     }
     if (binaries_.empty() && !unsupported_binaries_.empty()) {
@@ -698,7 +943,7 @@ bool LogReader::check_rows() {
     }
     if (bad_telling == telling && telling >= 2) {
         const RawRow& r = *largest_bad;
-        problem(r.row.line, r.busbw_col,
+        row_problem(r, r.busbw_col, ".bus_bw",
                 fmt::format("busbw / algbw = {:.4g} in every row, not the factor {:.4g} of {} over {} ranks ({} from "
                             "{}): the op or the group size is wrong; pass --op / --group-size",
                             r.row.busbw_gbps / algbw_of(r.row.bytes, r.row.time_us), f, log_.op, n, log_.op,
@@ -706,11 +951,37 @@ bool LogReader::check_rows() {
         return false;
     }
     for (const RawRow* r : bad)
-        problem(r->row.line, r->busbw_col,
+        row_problem(*r, r->busbw_col, ".bus_bw",
                 fmt::format("busbw {} does not match algbw {} x {:.4g} ({} over {} ranks): the row is inconsistent "
                             "(edited or corrupt)",
                             gbps(r->row.busbw_gbps), gbps(algbw_of(r->row.bytes, r->row.time_us)), f, log_.op, n));
     return bad.empty();
+}
+
+// A row's statistics per call. nccl-tests prints one mean over iters x agg iters calls; -I adds
+// the per-iteration spread: min, max and cv% in text, p50 and every iteration's time in JSON.
+TimeStats time_stats(const NcclTestsRow& row, const Descriptor& d) {
+    TimeStats t;
+    const double mean = row.time_us * 1e-6;
+    t.median = t.min = t.max = t.mean = t.p10 = t.p90 = mean;
+    t.iters = d.iters;
+    t.calls_per_sample = d.calls_per_sample;
+    if (!row.per_iter) return t;
+    const NcclTestsIterStats& p = *row.per_iter;
+    if (p.times_us.size() >= 2) {
+        std::vector<double> sec;
+        sec.reserve(p.times_us.size());
+        for (double x : p.times_us) sec.push_back(x * 1e-6);
+        t = summarize(std::move(sec), d.calls_per_sample);
+        return t;
+    }
+    // The printed mean is rank-averaged and the i_* the slowest process's: the mean can fall a
+    // little outside [i_min, i_max], and a sample keeps min <= median <= max.
+    if (p.p50_us) t.median = *p.p50_us * 1e-6;
+    t.min = std::min({p.min_us * 1e-6, mean, t.median});
+    t.max = std::max({p.max_us * 1e-6, mean, t.median});
+    t.stddev = p.cv_pct / 100.0 * mean;
+    return t;
 }
 
 // One collective sample per row, as `measure` describes its collectives (plan.cpp).
@@ -718,7 +989,7 @@ void LogReader::make_samples() {
     std::string impl = "nccl-tests";
     if (!log_.tests_version.empty()) impl += " " + log_.tests_version;
     if (!log_.nccl_version.empty()) impl += ", NCCL " + log_.nccl_version;
-    std::map<std::string, int> key_line;
+    std::map<std::string, const RawRow*> key_row;
     for (const auto& r : raw_) {
         Descriptor d;
         d.kind = OpKind::collective;
@@ -733,22 +1004,17 @@ void LogReader::make_samples() {
         d.calls_per_sample = std::max(1, log_.agg_iters.value_or(1));
         d.flush_l2 = false;
         d.key = make_key(d);
-        if (auto [it, fresh] = key_line.emplace(d.key, r.row.line); !fresh) {
-            problem(r.row.line, 1,
-                    fmt::format("size {} of {} appears twice (also on line {}): import one run per file", r.row.bytes,
-                                r.row.type, it->second));
+        if (auto [it, fresh] = key_row.emplace(d.key, &r); !fresh) {
+            row_problem(r, 1, "",
+                        fmt::format("size {} of {} appears twice (also {}): import one run per file", r.row.bytes,
+                                    r.row.type, (r.row.key.empty() ? "on " : "at ") + where(*it->second)));
             continue;
         }
         Sample s;
         s.desc = d;
         s.backend = "nccl-tests";
         s.impl = impl;
-        // nccl-tests prints one mean over iters x agg iters calls: no spread is known.
-        const double sec = r.row.time_us * 1e-6;
-        s.time.median = s.time.min = s.time.max = s.time.mean = s.time.p10 = s.time.p90 = sec;
-        s.time.stddev = 0;
-        s.time.iters = d.iters;
-        s.time.calls_per_sample = d.calls_per_sample;
+        s.time = time_stats(r.row, d);
         log_.rows.push_back(r.row);
         log_.samples.push_back(std::move(s));
     }
@@ -763,15 +1029,30 @@ void LogReader::make_samples() {
 NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file, const NcclTestsOptions& opts) {
     NcclTestsLog log;
     log.file = file;
+    LogReader reader(log, opts);
     int json_line = 0;
     if (looks_like_json(text, json_line)) {
-        log.problems.push_back(model::Diagnostic{
-            file, json_line, 1, "",
-            "nccl-tests -J JSON is not supported yet: no published schema to test against; pass the text output (what "
-            "nccl-tests prints on stdout)"});
+        json doc;
+        try {
+            doc = json::parse(text);
+        } catch (const json::parse_error& e) {
+            const auto [line, col] = line_col_of(text, e.byte > 0 ? e.byte - 1 : 0);
+            const bool cut = e.byte >= text.size() || trim(text.substr(std::min(text.size(), e.byte - 1))).empty();
+            log.problems.push_back(model::Diagnostic{
+                file, line, col, "",
+                cut ? "the JSON ends before it is complete: nccl-tests writes -J output as the run goes, so the run "
+                      "stopped early (crashed, killed or still running); import its text output or rerun"
+                    : fmt::format("not valid JSON: {}", e.what())});
+            return log;
+        } catch (const json::exception& e) {  // a number out of range ("1e999"), ...
+            log.problems.push_back(model::Diagnostic{file, 0, 0, "", fmt::format("not valid JSON: {}", e.what())});
+            return log;
+        }
+        reader.read_json(doc);
+        if (reader.settle_group() && reader.settle_op() && reader.check_rows()) reader.make_samples();
         return log;
     }
-    LogReader reader(log, opts);
+    log.format = "text";
     int line_no = 0;
     std::size_t pos = 0;
     while (pos < text.size() && !reader.stopped()) {
@@ -1106,8 +1387,12 @@ std::string format_summary(const NcclTestsLog& log) {
                      log.op_source, log.group_size, log.group_size_source, log.nodes, log.nodes == 1 ? "" : "s",
                      log.nodes_source, log.hosts.empty() ? "" : ": " + fmt::format("{}", fmt::join(log.hosts, ", ")),
                      log.scope);
-    s += fmt::format("  GPU {}, {}{}\n", log.gpu.empty() ? "not stated" : log.gpu, impl_of(log),
-                     log.iters ? fmt::format(", iters {}", *log.iters) : ", iters not stated");
+    s += fmt::format("  GPU {}, {}{}, {}\n", log.gpu.empty() ? "not stated" : log.gpu, impl_of(log),
+                     log.iters ? fmt::format(", iters {}", *log.iters) : ", iters not stated", log.format);
+    const auto with_iter = std::count_if(log.rows.begin(), log.rows.end(), [](const auto& r) { return r.per_iter; });
+    if (with_iter > 0)
+        s += fmt::format("  per-iteration statistics (-I) on {} of {} sizes: min, max and spread kept with each sample\n",
+                         with_iter, log.rows.size());
     if (!log.rows.empty()) {
         double lo = log.rows.front().bytes, hi = lo;
         for (const auto& r : log.rows) {
@@ -1144,7 +1429,10 @@ json to_json(const NcclTestsLog& log) {
     j["tests_version"] = log.tests_version;
     j["nccl_version"] = log.nccl_version;
     j["iters"] = log.iters ? json(*log.iters) : json(nullptr);
+    j["format"] = log.format;
     j["rows"] = log.rows.size();
+    j["rows_with_per_iteration"] =
+        std::count_if(log.rows.begin(), log.rows.end(), [](const auto& r) { return r.per_iter.has_value(); });
     double lo = 0, hi = 0;
     for (const auto& r : log.rows) {
         lo = lo == 0 ? r.bytes : std::min(lo, r.bytes);

@@ -3,7 +3,11 @@
 // work on them as on a `measure` run.
 //  - nccl-tests text logs (all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf,
 //    sendrecv_perf; releases 2.x, old and current table layouts, launcher prefixes, interleaved
-//    NCCL log lines): one collective sample per table row, time = the out-of-place time.
+//    NCCL log lines, the -I per-iteration columns): one collective sample per table row, time =
+//    the out-of-place time.
+//  - nccl-tests -J JSON (the layout src/util.cu writes, versions 1-3: config, devices, results[]
+//    with out_of_place / in_place and the -I per-iteration block): the same samples, problems
+//    named by the JSON path of the value ("results[3].out_of_place.bus_bw").
 //  - GEMM sweeps as CSV (m,n,k,dtype,time): one GEMM sample per row.
 // The parsers work on text and never touch the file system (tests and the fuzz target call them
 // directly); write_imported_samples is the only part that writes.
@@ -31,19 +35,31 @@ struct NcclTestsOptions {
     std::optional<int> nodes;       // hosts the ranks span (default: distinct hosts of the Rank lines)
 };
 
-// One table row as printed (out-of-place columns).
+// nccl-tests -I: statistics of the per-iteration times (CUDA events around each iteration; the
+// slowest process's time per iteration), microseconds per call. Text logs print min, max, p99 and
+// cv%; -J JSON adds p50 and every iteration's time.
+struct NcclTestsIterStats {
+    double min_us = 0, max_us = 0, p99_us = 0, cv_pct = 0;
+    std::optional<double> p50_us;   // JSON only
+    std::vector<double> times_us;   // JSON only: per call, the summary's skipped iterations left out
+};
+
+// One table row as printed (out-of-place columns), or one element of a JSON results list.
 struct NcclTestsRow {
-    int line = 0;             // 1-based line in the file
+    int line = 0;             // 1-based line in the file (0 in JSON)
+    std::string key;          // JSON: "results[3].out_of_place" (empty in text)
     double bytes = 0;         // the "size" column
     std::string type;         // element type as printed ("float", "bfloat16", ...)
     double time_us = 0;       // out-of-place time, microseconds
     double algbw_gbps = 0;    // as printed, GB/s (1e9 B/s)
     double busbw_gbps = 0;    // as printed
+    std::optional<NcclTestsIterStats> per_iter;  // -I
 };
 
 // What one nccl-tests log holds, and what was made of it.
 struct NcclTestsLog {
     std::string file;
+    std::string format;            // "text" | "JSON v3" (nccl-tests -J, its version field)
     std::string op;                // all_reduce | ... (empty when it could not be told)
     std::string op_source;         // "--op", "binary name on line 3", "file name", "busbw / algbw ..."
     int group_size = 0;
@@ -62,9 +78,9 @@ struct NcclTestsLog {
     std::vector<model::Diagnostic> problems;  // file:line:col and reason; any problem fails the import
 };
 
-// Parses the text of one log. `file` names it in problems and in the samples' labels, and its
-// name is one of the ways the op is inferred. Never throws on bad text (the problems say why);
-// a JSON file (nccl-tests -J) is one problem.
+// Parses the text of one log, or of one nccl-tests -J JSON file (told apart by the first
+// character). `file` names it in problems and in the samples' labels, and its name is one of the
+// ways the op is inferred. Never throws on bad text (the problems say why).
 [[nodiscard]] NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file,
                                                 const NcclTestsOptions& opts);
 
