@@ -64,6 +64,7 @@ Loaded load() {
         resolve(lib, "ncclGetVersion", a.GetVersion, missing);
         resolve(lib, "ncclGetUniqueId", a.GetUniqueId, missing);
         resolve(lib, "ncclCommInitRank", a.CommInitRank, missing);
+        resolve(lib, "ncclCommInitRankConfig", a.CommInitRankConfig, missing);
         resolve(lib, "ncclCommSplit", a.CommSplit, missing);
         resolve(lib, "ncclCommUserRank", a.CommUserRank, missing);
         resolve(lib, "ncclCommCount", a.CommCount, missing);

@@ -22,6 +22,7 @@ struct NcclApi {
     decltype(&::ncclGetVersion) GetVersion = nullptr;
     decltype(&::ncclGetUniqueId) GetUniqueId = nullptr;
     decltype(&::ncclCommInitRank) CommInitRank = nullptr;
+    decltype(&::ncclCommInitRankConfig) CommInitRankConfig = nullptr;
     decltype(&::ncclCommSplit) CommSplit = nullptr;
     decltype(&::ncclCommUserRank) CommUserRank = nullptr;
     decltype(&::ncclCommCount) CommCount = nullptr;

@@ -1,6 +1,7 @@
 #include "trainsim/kernels/nccl_comm.hpp"
 
 #include "nccl_impl.hpp"
+#include "wait_loop.hpp"
 
 #include <cstring>
 #include <stdexcept>
@@ -40,7 +41,12 @@ NcclComm::NcclComm(GpuDevice& device, const NcclId& id, int nranks, int rank)
     std::memcpy(&uid, id.data(), sizeof(uid));
     const std::string ctx = "nccl init rank " + std::to_string(rank) + " of " + std::to_string(nranks);
     TS_CUDA(cudaSetDevice(device.info().ordinal), ctx);
-    TS_NCCL(detail::nccl().CommInitRank(&impl_->comm, nranks, uid, rank), ctx);
+    ncclConfig_t config = detail::nonblocking_config();
+    const ncclResult_t r = detail::nccl().CommInitRankConfig(&impl_->comm, nranks, uid, rank, &config);
+    // Every rank must join: one that never starts or cannot reach the others would otherwise
+    // hang this one inside ncclCommInitRank for ever.
+    detail::settle(impl_->comm, r, "ncclCommInitRankConfig", ctx + " (waiting for every rank to join)",
+                   device.impl().wait_timeout_s);
     impl_->watch();
 }
 
@@ -52,8 +58,13 @@ int NcclComm::size() const { return impl_->size; }
 std::unique_ptr<NcclComm> NcclComm::split(int color, int key) {
     const std::string ctx = "nccl split color " + std::to_string(color) + " of rank " + std::to_string(impl_->rank);
     ncclComm_t sub = nullptr;
-    TS_NCCL(detail::nccl().CommSplit(impl_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr), ctx,
-            impl_->comm);
+    ncclConfig_t config = detail::nonblocking_config();
+    const ncclResult_t r =
+        detail::nccl().CommSplit(impl_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, &config);
+    // A nonblocking split is polled on the new communicator; a rank outside every group gets none
+    // and polls the parent.
+    if (sub != nullptr) detail::settle(sub, r, "ncclCommSplit", ctx, impl_->dev->wait_timeout_s);
+    else detail::settle(impl_->comm, r, "ncclCommSplit", ctx, impl_->dev->wait_timeout_s);
     if (sub == nullptr) return nullptr;
     auto impl = std::make_unique<Impl>();
     impl->comm = sub;
@@ -76,7 +87,8 @@ void NcclComm::max_over_ranks(std::vector<double>& values) {
     }
     cudaStream_t st = I.dev->stream;
     TS_CUDA(cudaMemcpyAsync(I.values, values.data(), values.size() * sizeof(double), cudaMemcpyHostToDevice, st), ctx);
-    TS_NCCL(detail::nccl().AllReduce(I.values, I.values, values.size(), ncclFloat64, ncclMax, I.comm, st), ctx, I.comm);
+    detail::settle(I.comm, detail::nccl().AllReduce(I.values, I.values, values.size(), ncclFloat64, ncclMax, I.comm, st),
+                   "ncclAllReduce", ctx, I.dev->wait_timeout_s);
     TS_CUDA(cudaMemcpyAsync(values.data(), I.values, values.size() * sizeof(double), cudaMemcpyDeviceToHost, st), ctx);
     I.dev->wait(st, nullptr, ctx);
 }
@@ -112,8 +124,41 @@ void Collective::run() { detail::run_collective(*impl_, impl_->dev->stream); }
 
 namespace detail {
 
+ncclConfig_t nonblocking_config() {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    return config;
+}
+
+void settle(ncclComm_t& comm, ncclResult_t r, std::string_view expr, const std::string& what, double timeout_s) {
+    check_nccl(r, expr, what, comm);
+    if (r == ncclSuccess || comm == nullptr) return;
+    ncclResult_t state = ncclInProgress;
+    auto ready = [&] {
+        const ncclResult_t q = nccl().CommGetAsyncError(comm, &state);
+        check_nccl(q, "ncclCommGetAsyncError", what, comm);
+        check_nccl(state, expr, what, comm);
+        return state != ncclInProgress;
+    };
+    auto no_error = []() -> std::optional<std::string> { return std::nullopt; };  // ready() throws them
+    try {
+        if (wait_until(ready, no_error, timeout_s) == WaitEnd::done) return;
+    } catch (...) {
+        nccl().CommAbort(comm);
+        comm = nullptr;
+        throw;
+    }
+    nccl().CommAbort(comm);
+    comm = nullptr;
+    throw KernelTimeout(call_name(expr), what,
+                        "still in progress after " + std::to_string(static_cast<long>(timeout_s)) +
+                            " s (--gpu-timeout): a rank did not start, died, or cannot reach the others (check "
+                            "NCCL_SOCKET_IFNAME and that every rank runs); the communicator was aborted");
+}
+
 void run_collective(Collective::Impl& I, cudaStream_t st) {
-    ncclComm_t c = I.comm->comm;
+    ncclComm_t& c = I.comm->comm;
+    const double timeout_s = I.dev->wait_timeout_s;
     const int n = I.comm->size, r = I.comm->rank;
     const std::size_t count = I.bytes / 2;  // bf16 elements in the nccl-tests "size"
     const std::size_t part = count / static_cast<std::size_t>(n);
@@ -121,13 +166,15 @@ void run_collective(Collective::Impl& I, cudaStream_t st) {
     auto* recv = static_cast<char*>(I.recv);
     switch (I.kind) {
     case CollectiveKind::all_reduce:
-        TS_NCCL(detail::nccl().AllReduce(send, recv, count, ncclBfloat16, ncclSum, c, st), I.context, c);
+        settle(c, nccl().AllReduce(send, recv, count, ncclBfloat16, ncclSum, c, st), "ncclAllReduce", I.context,
+               timeout_s);
         break;
     case CollectiveKind::all_gather:
-        TS_NCCL(detail::nccl().AllGather(send, recv, part, ncclBfloat16, c, st), I.context, c);
+        settle(c, nccl().AllGather(send, recv, part, ncclBfloat16, c, st), "ncclAllGather", I.context, timeout_s);
         break;
     case CollectiveKind::reduce_scatter:
-        TS_NCCL(detail::nccl().ReduceScatter(send, recv, part, ncclBfloat16, ncclSum, c, st), I.context, c);
+        settle(c, nccl().ReduceScatter(send, recv, part, ncclBfloat16, ncclSum, c, st), "ncclReduceScatter", I.context,
+               timeout_s);
         break;
     case CollectiveKind::all_to_all:
         // NCCL has no all-to-all primitive: grouped point-to-point, as nccl-tests alltoall_perf.
@@ -137,13 +184,13 @@ void run_collective(Collective::Impl& I, cudaStream_t st) {
             TS_NCCL(detail::nccl().Send(send + off, part, ncclBfloat16, p, c, st), I.context, c);
             TS_NCCL(detail::nccl().Recv(recv + off, part, ncclBfloat16, p, c, st), I.context, c);
         }
-        TS_NCCL(detail::nccl().GroupEnd(), I.context, c);
+        settle(c, nccl().GroupEnd(), "ncclGroupEnd", I.context, timeout_s);
         break;
     case CollectiveKind::send_recv:
         TS_NCCL(detail::nccl().GroupStart(), I.context, c);
         TS_NCCL(detail::nccl().Send(send, count, ncclBfloat16, (r + 1) % n, c, st), I.context, c);
         TS_NCCL(detail::nccl().Recv(recv, count, ncclBfloat16, (r + n - 1) % n, c, st), I.context, c);
-        TS_NCCL(detail::nccl().GroupEnd(), I.context, c);
+        settle(c, nccl().GroupEnd(), "ncclGroupEnd", I.context, timeout_s);
         break;
     }
 }

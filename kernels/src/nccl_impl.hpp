@@ -69,6 +69,15 @@ struct Collective::Impl {
 };
 
 namespace detail {
+// Communicators are nonblocking (ncclConfig_t.blocking = 0, NCCL 2.14+): no NCCL call blocks the
+// host, so that a rank that never joins, or dies, cannot hang this one. A call on such a
+// communicator may return ncclInProgress; NCCL's user guide ("Creating a communication with
+// options", "Fault tolerance") requires polling ncclCommGetAsyncError until the state leaves
+// ncclInProgress before the next call on it. settle() does that for `comm` after call result
+// `r`: returns at once on ncclSuccess, throws KernelError on an error, and after `timeout_s`
+// aborts the communicator and throws KernelTimeout naming `what`.
+ncclConfig_t nonblocking_config();
+void settle(ncclComm_t& comm, ncclResult_t r, std::string_view expr, const std::string& what, double timeout_s);
 // Enqueues the collective on `stream` (the device stream, or overlap's communication stream).
 void run_collective(Collective::Impl& impl, cudaStream_t stream);
 } // namespace detail
