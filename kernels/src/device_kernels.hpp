@@ -41,7 +41,8 @@ void adam_fp32(float* p, float* m, float* v, const void* g_bf16, std::int64_t n,
 void read_flush(const void* buffer, std::size_t bytes, unsigned* sink, int sms, cudaStream_t st,
                 const std::string& context);
 // bf16 [rows, cols] -> fp8 e4m3 [rows, cols] and its transpose [cols, rows], scaled; amax of the
-// input into *amax (TE's cast_transpose for the FP8 forward / backward operands).
+// input into *amax (TE's cast_transpose for the FP8 forward / backward operands). Precondition:
+// rows and cols multiples of 64 (the tile; MemoryOp checks).
 void cast_transpose_fp8(const void* x, void* y, void* yt, float* amax, std::int64_t rows, std::int64_t cols,
                         cudaStream_t st, const std::string& context);
 

@@ -55,8 +55,8 @@ MemoryOp::MemoryOp(GpuDevice& device, const MemorySpec& spec) : impl_(std::make_
     if (spec.kernel == MemoryKernel::rmsnorm && (spec.row <= 0 || spec.elements % spec.row != 0))
         throw KernelUnsupported("memory kernel", I.context, "elements must be whole rows (elements % row == 0)");
     if (spec.kernel == MemoryKernel::cast_transpose &&
-        (spec.row <= 0 || spec.elements % spec.row != 0 || spec.row % 32 != 0 || (spec.elements / spec.row) % 32 != 0))
-        throw KernelUnsupported("memory kernel", I.context, "rows must tile by 32 x 32 (row % 32 == 0, rows % 32 == 0)");
+        (spec.row <= 0 || spec.elements % spec.row != 0 || spec.row % 64 != 0 || (spec.elements / spec.row) % 64 != 0))
+        throw KernelUnsupported("memory kernel", I.context, "rows must tile by 64 x 64 (row % 64 == 0, rows % 64 == 0)");
     if (spec.kernel == MemoryKernel::cast_transpose && !device.supports_fp8())
         throw KernelUnsupported("cast_transpose_kernel", I.context,
                                 "FP8 conversion needs compute capability >= 8.9 (FP8 training is not used below it)");
