@@ -70,6 +70,7 @@ Loaded load() {
         resolve(lib, "ncclCommCount", a.CommCount, missing);
         resolve(lib, "ncclCommGetAsyncError", a.CommGetAsyncError, missing);
         resolve(lib, "ncclCommAbort", a.CommAbort, missing);
+        resolve(lib, "ncclCommFinalize", a.CommFinalize, missing);
         resolve(lib, "ncclCommDestroy", a.CommDestroy, missing);
         resolve(lib, "ncclGetErrorString", a.GetErrorString, missing);
         resolve(lib, "ncclGetLastError", a.GetLastError, missing);

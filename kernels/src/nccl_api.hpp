@@ -28,6 +28,7 @@ struct NcclApi {
     decltype(&::ncclCommCount) CommCount = nullptr;
     decltype(&::ncclCommGetAsyncError) CommGetAsyncError = nullptr;
     decltype(&::ncclCommAbort) CommAbort = nullptr;
+    decltype(&::ncclCommFinalize) CommFinalize = nullptr;
     decltype(&::ncclCommDestroy) CommDestroy = nullptr;
     decltype(&::ncclGetErrorString) GetErrorString = nullptr;
     decltype(&::ncclGetLastError) GetLastError = nullptr;

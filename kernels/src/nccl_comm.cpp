@@ -156,6 +156,22 @@ void settle(ncclComm_t& comm, ncclResult_t r, std::string_view expr, const std::
                             "NCCL_SOCKET_IFNAME and that every rank runs); the communicator was aborted");
 }
 
+bool finalize(ncclComm_t comm, double timeout_s) noexcept {
+    try {
+        const ncclResult_t r = nccl().CommFinalize(comm);
+        if (r != ncclSuccess && r != ncclInProgress) return false;
+        ncclResult_t state = r;
+        auto ready = [&] {
+            if (nccl().CommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+            return state != ncclInProgress;
+        };
+        auto no_error = []() -> std::optional<std::string> { return std::nullopt; };
+        return wait_until(ready, no_error, timeout_s) == WaitEnd::done && state == ncclSuccess;
+    } catch (...) {
+        return false;
+    }
+}
+
 void run_collective(Collective::Impl& I, cudaStream_t st) {
     ncclComm_t& c = I.comm->comm;
     const double timeout_s = I.dev->wait_timeout_s;

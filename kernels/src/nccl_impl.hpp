@@ -13,6 +13,13 @@
 
 namespace trainsim::kernels {
 
+namespace detail {
+// ncclCommFinalize and a bounded poll until it completes (a nonblocking communicator is finalized
+// before ncclCommDestroy: NCCL user guide, "Destroying a communicator"). False on an error or
+// timeout: the caller aborts instead. Never throws (called from a destructor).
+bool finalize(ncclComm_t comm, double timeout_s) noexcept;
+} // namespace detail
+
 // Registered with its device while it lives, so that every wait there polls its asynchronous
 // errors and can abort it (device_impl.hpp, GpuDevice::Impl::wait).
 struct NcclComm::Impl : detail::CommWatch {
@@ -51,7 +58,7 @@ struct NcclComm::Impl : detail::CommWatch {
         // ncclCommAbort frees the resources and aborts uncompleted operations).
         const bool failed =
             std::uncaught_exceptions() > 0 || async_error() != ncclSuccess || (dev != nullptr && dev->aborted);
-        if (failed)
+        if (failed || !detail::finalize(comm, dev != nullptr ? dev->wait_timeout_s : 60.0))
             detail::nccl().CommAbort(comm);
         else
             detail::nccl().CommDestroy(comm);
