@@ -586,6 +586,10 @@ TEST_CASE("a bad -J file is refused at the JSON path of the value, a cut one at 
     d = good;
     d["config"]["devices"][1].erase("rank");
     CHECK(one(d).key == "config.devices");
+    d = good;  // 10^12 ranks per process: refused, not enumerated
+    d["config"]["nthreads"] = 1000000;
+    d["config"]["ngpus"] = 1000000;
+    CHECK(one(d).key == "config.devices");
     // Trace replay writes out_of_place: null; the in-place times are read and the skip is said.
     d = good;
     for (auto& r : d["results"]) r["out_of_place"] = nullptr;
@@ -633,6 +637,15 @@ TEST_CASE("text logs with -I per-iteration columns keep min, max and spread", "[
     CHECK(log.samples[0].time.stddev == Approx(0.041 * 52.61e-6));
     CHECK(log.samples[0].time.median == Approx(52.61e-6));  // the printed mean: text has no p50
     CHECK(log.samples[1].time.max == Approx(66.25e-6));
+    // -m 4: each iteration is four calls; its figures (about 4 x the per-call mean) come back per call.
+    const std::string agg4 = replace_once(header, "agg iters: 1", "agg iters: 4") +
+                             replace_once(rows, "50.12    61.40    60.02     4.10", "200.48   245.60   240.08     4.10");
+    log = parse_nccl_tests_log(agg4, "allreduce.txt", {});
+    INFO(problems_of(log.problems));
+    REQUIRE(log.problems.empty());
+    CHECK(log.rows[0].per_iter->min_us == Approx(50.12));
+    CHECK(log.rows[0].per_iter->max_us == Approx(61.40));
+    CHECK(log.samples[0].time.calls_per_sample == 4);
     // i_min above i_p99: refused at its column.
     const std::string bad = replace_once(rows, "50.12    61.40    60.02", "62.12    61.40    60.02");
     log = parse_nccl_tests_log(header + bad, "allreduce.txt", {});

@@ -332,6 +332,13 @@ namespace {
 // the profile's times hold): an hour, in microseconds.
 constexpr double kMaxCallUs = 3.6e9;
 
+// -I statistics of iterations of `agg` calls (-m), per call.
+void per_call(NcclTestsIterStats& st, int agg) {
+    for (double* x : {&st.min_us, &st.max_us, &st.p99_us}) *x /= agg;
+    if (st.p50_us) *st.p50_us /= agg;
+    for (double& x : st.times_us) x /= agg;
+}
+
 // One log read line by line (read_line), then settled: the group (settle_group), the op
 // (settle_op), every row against both (check_rows) and the samples (make_samples). Each step adds
 // to log.problems and returns false when the next one has nothing to work on.
@@ -566,7 +573,12 @@ void LogReader::read_row(int line_no, std::int64_t size, std::int64_t count, con
                                 t[b].text, t[b + 2].text, t[b + 1].text));
             return;
         }
-        r.row.per_iter = NcclTestsIterStats{v[0], v[1], v[2], v[3], std::nullopt, {}};
+        NcclTestsIterStats st{v[0], v[1], v[2], v[3], std::nullopt, {}};
+        // -m: per iteration or per call, as in JSON; i_min tells (the mean is not printed).
+        if (const int agg = log_.agg_iters.value_or(1);
+            agg > 1 && std::abs(std::log(v[0] / (r.row.time_us * agg))) < std::abs(std::log(v[0] / r.row.time_us)))
+            per_call(st, agg);
+        r.row.per_iter = std::move(st);
     }
     if (wrong_column_ && at + 3 < t.size()) {
         std::int64_t wrong = 0;
@@ -644,7 +656,8 @@ void LogReader::read_json(const json& doc) {
     }
     if (const auto code = json_number(doc, "nccl_version"); code && *code > 0 && *code < 1e6)
         log_.nccl_version = decode_nccl_version(static_cast<std::int64_t>(*code));
-    const json& config = doc.contains("config") ? doc["config"] : json::object();
+    static const json kNoConfig = json::object();
+    const json& config = doc.contains("config") ? doc.at("config") : kNoConfig;  // a reference: no copy
     nthread_ = json_count(config, "nthreads");
     ngpus_ = json_count(config, "ngpus");
     log_.warmup_iters = json_count(config, "warmup_iters");
@@ -656,20 +669,22 @@ void LogReader::read_json(const json& doc) {
     if (config.is_object() && config.contains("devices")) devices = &config["devices"];
     else if (doc.contains("devices")) devices = &doc["devices"];
     if (devices != nullptr && devices->is_array()) {
-        const int per_entry = std::max(1, nthread_.value_or(1) * ngpus_.value_or(1));
+        constexpr std::int64_t kMaxRanks = 1000000;
+        const std::int64_t per_entry =
+            std::max<std::int64_t>(1, std::int64_t{nthread_.value_or(1)} * ngpus_.value_or(1));
         rank_source_ = fmt::format("ranks of config.devices ({} per entry)", per_entry);
         for (std::size_t i = 0; i < devices->size(); ++i) {
             const json& e = (*devices)[i];
             const auto rank = json_count(e, "rank");
             const auto group = json_number(e, "group");
-            if (!rank) {
+            if (!rank || *rank + per_entry > kMaxRanks) {
                 ++log_.skipped["unreadable devices entries"];
                 if (unreadable_rank_line_ == 0) unreadable_rank_line_ = -1;
                 continue;
             }
-            for (int k = 0; k < per_entry; ++k) {
+            for (std::int64_t k = 0; k < per_entry; ++k) {
                 RankLine r;
-                r.rank = *rank + k;
+                r.rank = static_cast<int>(*rank + k);
                 r.group = group ? static_cast<int>(std::clamp(*group, -1e6, 1e6)) : 0;
                 r.host = json_string(e, "hostname");
                 r.gpu = json_string(e, "device_info");
@@ -772,11 +787,15 @@ void LogReader::read_json_row(const json& result, const std::string& key) {
         }
         // Per call: an iteration of -m agg iters calls takes agg times one call; the mean time
         // says which the figures are.
-        const int agg = log_.agg_iters.value_or(1);
-        if (agg > 1 && std::abs(std::log(*avg / (*time * agg))) < std::abs(std::log(*avg / *time))) {
-            for (double* x : {&st.min_us, &st.max_us, &st.p99_us}) *x /= agg;
-            if (st.p50_us) *st.p50_us /= agg;
-            for (double& x : st.times_us) x /= agg;
+        if (const int agg = log_.agg_iters.value_or(1);
+            agg > 1 && *avg > 0 && std::abs(std::log(*avg / (*time * agg))) < std::abs(std::log(*avg / *time)))
+            per_call(st, agg);
+        // Times a sample can hold: from the print resolution up to an hour per call.
+        const auto in_range = [](double us) { return us >= kJsonHalfUlp && us <= kMaxCallUs; };
+        std::erase_if(st.times_us, [&](double us) { return !in_range(us); });
+        if (!in_range(st.min_us) || !in_range(st.max_us) || !in_range(st.p99_us) || (st.p50_us && !in_range(*st.p50_us))) {
+            json_problem(key + "." + iter_key, "per-iteration times outside the print resolution (5e-7 us) .. an hour per call");
+            return;
         }
         r.row.per_iter = std::move(st);
     }
@@ -805,17 +824,20 @@ bool LogReader::settle_group() {
     } else if (unreadable_rank_line_ > 0) {
         problem(unreadable_rank_line_, 1, "a Rank line that cannot be read: pass --group-size (and --nodes)");
     } else if (unreadable_rank_line_ < 0) {
-        json_problem("config.devices", "a devices entry without a rank: pass --group-size (and --nodes)");
+        json_problem("config.devices",
+                     "a devices entry without a rank (or past a million ranks): pass --group-size (and --nodes)");
     } else if (!members.empty()) {
         log_.group_size = static_cast<int>(members.size());
         log_.group_size_source = groups.size() > 1 ? fmt::format("{} {} of group {} ({} groups)", members.size(),
                                                                  rank_source_, members.front()->group, groups.size())
                                                    : fmt::format("{} {}", members.size(), rank_source_);
         const int last = members.back()->rank, first = members.front()->rank;
-        if (groups.size() == 1 && (first != 0 || last + 1 != static_cast<int>(members.size())))
-            problem(members.front()->line, 1,
-                    fmt::format("the Rank lines are not ranks 0..{} (some are missing): pass --group-size",
-                                members.size() - 1));
+        if (groups.size() == 1 && (first != 0 || last + 1 != static_cast<int>(members.size()))) {
+            const std::string msg = fmt::format("the {} are not ranks 0..{} (some are missing): pass --group-size",
+                                                rank_source_, members.size() - 1);
+            if (rank_source_ == "Rank lines") problem(members.front()->line, 1, msg);
+            else json_problem("config.devices", msg);
+        }
     } else if (from_header) {
         const std::int64_t n = std::int64_t{*nthread_} * *ngpus_;
         log_.group_size = static_cast<int>(std::min<std::int64_t>(n, 1000000000));
@@ -980,6 +1002,8 @@ TimeStats time_stats(const NcclTestsRow& row, const Descriptor& d) {
     if (p.p50_us) t.median = *p.p50_us * 1e-6;
     t.min = std::min({p.min_us * 1e-6, mean, t.median});
     t.max = std::max({p.max_us * 1e-6, mean, t.median});
+    t.p10 = std::min(mean, t.median);  // unknown: the two central figures bracket them
+    t.p90 = std::max(mean, t.median);
     t.stddev = p.cv_pct / 100.0 * mean;
     return t;
 }

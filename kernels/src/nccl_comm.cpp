@@ -61,11 +61,12 @@ std::unique_ptr<NcclComm> NcclComm::split(int color, int key) {
     ncclConfig_t config = detail::nonblocking_config();
     const ncclResult_t r =
         detail::nccl().CommSplit(impl_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, &config);
-    // A nonblocking split is polled on the new communicator; a rank outside every group gets none
-    // and polls the parent.
-    if (sub != nullptr) detail::settle(sub, r, "ncclCommSplit", ctx, impl_->dev->wait_timeout_s);
-    else detail::settle(impl_->comm, r, "ncclCommSplit", ctx, impl_->dev->wait_timeout_s);
+    // A nonblocking split runs as a job of the parent, which stays ncclInProgress until it ends
+    // and writes *newcomm last (NCCL src/init.cc, ncclCommInitChildComm): poll the parent, and
+    // only then read `sub` (and settle it too).
+    detail::settle(impl_->comm, r, "ncclCommSplit", ctx, impl_->dev->wait_timeout_s);
     if (sub == nullptr) return nullptr;
+    detail::settle(sub, ncclInProgress, "ncclCommSplit", ctx, impl_->dev->wait_timeout_s);
     auto impl = std::make_unique<Impl>();
     impl->comm = sub;
     impl->dev = impl_->dev;
