@@ -640,6 +640,22 @@ TEST_CASE("HF config with a missing field names the file and the field", "[loade
     CHECK(ds[1].message == "missing required field");
 }
 
+TEST_CASE("HF config with a number out of range is an input error, not a crash", "[loader]") {
+    // nlohmann::json throws out_of_range (406), not parse_error, for "1e584" (found by fuzz_hf_config).
+    Fixture fx;
+    const fs::path config =
+        fx.dir.write("big.json", replace(kLlamaConfig, "\"vocab_size\": 32000", "\"vocab_size\": 1e584"));
+    try {
+        (void)load_hf_config(config);
+        FAIL("expected a ScenarioError");
+    } catch (const ScenarioError& e) {
+        REQUIRE(e.diagnostics().size() == 1);
+        CHECK(e.diagnostics()[0].file == config.string());
+        CHECK_THAT(e.diagnostics()[0].message, Catch::Matchers::Contains("not a readable config.json") &&
+                                                   Catch::Matchers::Contains("1e584"));
+    }
+}
+
 TEST_CASE("HF config with an unsupported model_type", "[loader]") {
     Fixture fx;
     const fs::path config = fx.dir.write("gpt2.json", replace(kLlamaConfig, "\"llama\"", "\"gpt2\""));

@@ -136,6 +136,9 @@ ModelArch load_hf_config(const std::filesystem::path& file) {
         auto [line, col] = line_col(*text, e.byte > 0 ? e.byte - 1 : 0);
         report(out, Site{name, line, col, ""}, fmt::format("JSON syntax error: {}", e.what()));
         throw ScenarioError(out);
+    } catch (const Json::exception& e) {  // not a syntax error: a number out of range ("1e584"), ...
+        report(out, Site{name, 0, 0, ""}, fmt::format("not a readable config.json: {}", e.what()));
+        throw ScenarioError(out);
     }
     if (!j.is_object()) {
         report(out, Site{name, 1, 1, ""}, "a config.json is a JSON object");
