@@ -623,20 +623,6 @@ std::optional<int> json_count(const json& o, const char* key) {
     return static_cast<int>(*v);
 }
 
-// "1:23" for a parse error at a byte offset: nccl-tests writes one line, a pretty-printer many.
-std::pair<int, int> line_col_of(std::string_view text, std::size_t byte) {
-    int line = 1, col = 1;
-    for (std::size_t i = 0; i < std::min(byte, text.size()); ++i) {
-        if (text[i] == '\n') {
-            ++line;
-            col = 1;
-        } else {
-            ++col;
-        }
-    }
-    return {line, col};
-}
-
 void LogReader::read_json(const json& doc) {
     if (!doc.is_object() || (!doc.contains("results") && !doc.contains("config"))) {
         json_problem("", "a JSON document without 'config' or 'results': not nccl-tests -J output");
@@ -1060,7 +1046,7 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file
         try {
             doc = json::parse(text);
         } catch (const json::parse_error& e) {
-            const auto [line, col] = line_col_of(text, e.byte > 0 ? e.byte - 1 : 0);
+            const auto [line, col] = model::line_col(text, e.byte > 0 ? e.byte - 1 : 0);
             const bool cut = e.byte >= text.size() || trim(text.substr(std::min(text.size(), e.byte - 1))).empty();
             log.problems.push_back(model::Diagnostic{
                 file, line, col, "",

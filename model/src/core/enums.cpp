@@ -178,6 +178,19 @@ std::string Diagnostic::format() const {
     return key.empty() ? fmt::format("{}: {}", loc, message) : fmt::format("{}: {}: {}", loc, key, message);
 }
 
+std::pair<int, int> line_col(std::string_view text, std::size_t byte) {
+    int line = 1, col = 1;
+    for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
+        if (text[i] == '\n') {
+            ++line;
+            col = 1;
+        } else {
+            ++col;
+        }
+    }
+    return {line, col};
+}
+
 namespace {
 std::string join(const std::string& kind, const std::vector<Diagnostic>& diags) {
     std::string s = fmt::format("{} {} problem{}:", diags.size(), kind, diags.size() == 1 ? "" : "s");

@@ -21,21 +21,6 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kFamilies{"llama", "mistral", "qwen2"};
 
-// 1-based line and column of byte offset `pos` (0-based) in `text`.
-std::pair<int, int> line_col(const std::string& text, std::size_t pos) {
-    int line = 1;
-    int col = 1;
-    for (std::size_t i = 0; i < pos && i < text.size(); ++i) {
-        if (text[i] == '\n') {
-            ++line;
-            col = 1;
-        } else {
-            ++col;
-        }
-    }
-    return {line, col};
-}
-
 class HfReader {
 public:
     HfReader(std::string file, const std::string& text, const Json& j, Diags& out)

@@ -1,8 +1,11 @@
 // Typed errors for bad input. Only main() turns them into messages and exit codes.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace trainsim::model {
@@ -16,6 +19,10 @@ struct Diagnostic {
     std::string message;
     [[nodiscard]] std::string format() const;  // "file:line:col: key: message"
 };
+
+// 1-based line and column of the 0-based byte offset `byte` in `text` (clamped to its end): where
+// a parser that counts bytes (nlohmann::json's parse_error::byte) stopped.
+[[nodiscard]] std::pair<int, int> line_col(std::string_view text, std::size_t byte);
 
 // Base of all input errors: carries every problem found, not just the first.
 class InputError : public std::runtime_error {
