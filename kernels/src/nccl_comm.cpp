@@ -131,19 +131,27 @@ ncclConfig_t nonblocking_config() {
     return config;
 }
 
+namespace {
+// Polls ncclCommGetAsyncError until the communicator's state leaves ncclInProgress (true; the
+// state in `state`) or `timeout_s` pass (false). A failing query reads as ncclInternalError.
+bool poll_state(ncclComm_t comm, double timeout_s, ncclResult_t& state) {
+    auto ready = [&] {
+        if (nccl().CommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+        return state != ncclInProgress;
+    };
+    auto no_error = []() -> std::optional<std::string> { return std::nullopt; };  // the state says it
+    return wait_until(ready, no_error, timeout_s) == WaitEnd::done;
+}
+} // namespace
+
 void settle(ncclComm_t& comm, ncclResult_t r, std::string_view expr, const std::string& what, double timeout_s) {
     check_nccl(r, expr, what, comm);
     if (r == ncclSuccess || comm == nullptr) return;
     ncclResult_t state = ncclInProgress;
-    auto ready = [&] {
-        const ncclResult_t q = nccl().CommGetAsyncError(comm, &state);
-        check_nccl(q, "ncclCommGetAsyncError", what, comm);
-        check_nccl(state, expr, what, comm);
-        return state != ncclInProgress;
-    };
-    auto no_error = []() -> std::optional<std::string> { return std::nullopt; };  // ready() throws them
+    const bool done = poll_state(comm, timeout_s, state);
+    if (done && state == ncclSuccess) return;
     try {
-        if (wait_until(ready, no_error, timeout_s) == WaitEnd::done) return;
+        if (done) check_nccl(state, expr, what, comm);  // throws: an error, with NCCL's last message
     } catch (...) {
         nccl().CommAbort(comm);
         comm = nullptr;
@@ -159,15 +167,9 @@ void settle(ncclComm_t& comm, ncclResult_t r, std::string_view expr, const std::
 
 bool finalize(ncclComm_t comm, double timeout_s) noexcept {
     try {
-        const ncclResult_t r = nccl().CommFinalize(comm);
-        if (r != ncclSuccess && r != ncclInProgress) return false;
-        ncclResult_t state = r;
-        auto ready = [&] {
-            if (nccl().CommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
-            return state != ncclInProgress;
-        };
-        auto no_error = []() -> std::optional<std::string> { return std::nullopt; };
-        return wait_until(ready, no_error, timeout_s) == WaitEnd::done && state == ncclSuccess;
+        ncclResult_t state = nccl().CommFinalize(comm);
+        if (state == ncclInProgress && !poll_state(comm, timeout_s, state)) return false;
+        return state == ncclSuccess;
     } catch (...) {
         return false;
     }
