@@ -620,6 +620,22 @@ TEST_CASE("the host issues kernels in order: short kernels wait for it, long one
     }
 }
 
+TEST_CASE("a slower host CPU issues the same launches in proportionally more time", "[executor][host]") {
+    // node.host_cpu_speed: the host costs are the reference CPU's; a node whose CPU runs at 0.8
+    // of it takes 1/0.8 as long per launch. With kernels shorter than a launch the step is the
+    // host's: 100 launches / speed + the last kernel.
+    auto plan = one_gpu_plan();
+    const auto hc = model::host_costs(plan.parallel.host_dispatch);
+    const sim::ComputeCost cc(plan.hardware);
+    const auto g = kernel_chain(100, 0.0);
+    const Time k = cc.cost(g.protos[1]);
+    plan.hardware.host_cpu_speed = 0.8;
+    const auto r = run_graph(plan, g);
+    const Time launch = Time::from_seconds(hc.forward_launch.seconds() / 0.8);
+    CHECK(r.host_busy == launch * 100);
+    CHECK(r.step_time == launch * 100 + k);
+}
+
 TEST_CASE("a layer that waits for the GPU before its MLP: the MLP is issued after everything before it ran",
           "[executor][host]") {
     // Megatron-DeepSpeed's torch.tensor(0.0, device=...) scalars (Parallel::host_sync_layer):

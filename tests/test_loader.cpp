@@ -801,6 +801,22 @@ TEST_CASE("profile problems: unknown key, fraction out of range, bare number, al
     }
 }
 
+TEST_CASE("profile: a host CPU speed outside (0, 4] is refused at its line", "[loader][profile]") {
+    TempDir dir;
+    const std::string text = profile_yaml("p", true) + "  host_cpu_speed: {value: 4.5, source: \"fixture\"}\n";
+    const fs::path file = dir.write("p.yaml", text);
+    try {
+        (void)load_profile(file);
+        FAIL("expected a ProfileError");
+    } catch (const ProfileError& e) {
+        const auto& ds = e.diagnostics();
+        INFO(listing(ds));
+        REQUIRE(ds.size() == 1);
+        auto [l, c] = position_of(text, "4.5, source");
+        check_at(find(ds, "node.host_cpu_speed"), l, c, "must lie in (0, 4], got 4.5");
+    }
+}
+
 TEST_CASE("a broken profile named by a scenario: blamed at cluster.gpu and located in the profile", "[loader]") {
     Fixture fx;
     const std::string text = replace(profile_yaml("broken", true), "sm_count: {value: 132", "sm_count: {value: many");
@@ -1162,6 +1178,8 @@ TEST_CASE("profile round trip: write then load gives the same profile, and the s
     p.power_node_overhead = Power(2800);
     for (const char* k : {"power.compute_busy", "power.comm_busy", "power.idle", "power.node_overhead"})
         p.sources[k] = "test";
+    p.host_cpu_speed = 0.8 / 0.97; // no short decimal form
+    p.sources["node.host_cpu_speed"] = "test";
 
     const fs::path out = fx.dir.path() / "written.yaml";
     write_profile(p, out, false);
@@ -1197,6 +1215,7 @@ TEST_CASE("profile round trip: write then load gives the same profile, and the s
     CHECK(q.power_comm_busy == p.power_comm_busy);
     CHECK(q.power_idle == p.power_idle);
     CHECK(q.power_node_overhead == p.power_node_overhead);
+    CHECK(q.host_cpu_speed == p.host_cpu_speed); // exact, not approximate
     CHECK(q.sources == p.sources);
     REQUIRE(q.gemm_table.size() == 2);
     CHECK(q.gemm_table[0].precision == Precision::fp8);

@@ -199,7 +199,9 @@ HostCosts host_costs(HostDispatch dispatch) {
             // 2-vCPU AMD EPYC with PyTorch 1.13 (CPU tensors; medians of three runs). The micro-
             // benchmarks above time one bare op; this code issues 2-3x more host work per kernel.
             // The CUDA launch, which the CPU run does not include, adds 2.5 us (the dispatch-chain
-            // breakdown's 1-3 us for cudaLaunchKernel).
+            // breakdown's 1-3 us for cudaLaunchKernel). That EPYC is a Zen 3 core (family 25 model
+            // 1): the reference of the hardware profile's node.host_cpu_speed, by which the host
+            // timeline divides every cost here (sim/src/step/executor.cpp).
             c.forward_launch = Time::us(28.5);
             c.backward_launch = Time::us(25.7);
             break;

@@ -178,6 +178,7 @@ private:
         case Kind::nvls_ratio:
         case Kind::slowdown:
         case Kind::residual:
+        case Kind::speed:
             if (auto x = read_ratio(e.kind, n, at)) p_.*e.double_member = *x;
             break;
         case Kind::tile: read_tile(n, at); break;
@@ -194,9 +195,10 @@ private:
         return false;
     }
 
-    // A plain number in (0, 1], (0, 2] for the NVLS ratio, or [0, 1] for the slowdown.
+    // A plain number in (0, 1], (0, 2] for the NVLS ratio, (0, 4] for a speed (no server CPU's
+    // single thread is 4x another's of the same decade), or [0, 1] for the slowdown.
     std::optional<double> read_ratio(Kind kind, const YAML::Node& n, const Site& at) {
-        const double hi = kind == Kind::nvls_ratio ? 2.0 : 1.0;
+        const double hi = kind == Kind::nvls_ratio ? 2.0 : kind == Kind::speed ? 4.0 : 1.0;
         const bool zero_ok = kind == Kind::slowdown || kind == Kind::residual;
         auto x = detail::read_number(n, at, -HUGE_VAL, HUGE_VAL, out_);
         if (x && (*x > hi || *x < 0.0 || (*x == 0.0 && !zero_ok))) {

@@ -30,6 +30,7 @@ enum class Kind {
     nvls_ratio,   // plain number in (0, 2]: NVLS busbw can exceed the link rate
     slowdown,     // plain number in [0, 1]: 0 = no contention
     residual,     // plain number in [0, 1]: a fit's relative error, 0 = exact
+    speed,        // plain number in (0, 4]: a speed relative to a reference machine
     power,        // "700 W", "2.8 kW"
     tile,         // [M, N], two integers >= 1
     peaks,        // precision -> FLOP rate entry ("989 TFLOP/s")
@@ -85,7 +86,7 @@ inline constexpr std::array<std::string_view, 4> kPowerPaths{"power.compute_busy
                                                              "power.node_overhead"};
 
 // In file order.
-inline const std::array<Entry, 41> kEntries{{
+inline const std::array<Entry, 42> kEntries{{
     {.path = "compute.sm_count", .kind = Kind::integer, .required = true, .int_member = &HP::sm_count},
     {.path = "compute.dense_peak", .kind = Kind::peaks, .required = true},
     {.path = "compute.unsupported", .kind = Kind::reasons, .required = false},
@@ -190,6 +191,7 @@ inline const std::array<Entry, 41> kEntries{{
      .kind = Kind::fraction,
      .required = false,
      .double_member = &HP::cpu_adam_efficiency},
+    {.path = "node.host_cpu_speed", .kind = Kind::speed, .required = false, .double_member = &HP::host_cpu_speed},
     {.path = "power.compute_busy", .kind = Kind::power, .required = false, .power_member = &HP::power_compute_busy},
     {.path = "power.comm_busy", .kind = Kind::power, .required = false, .power_member = &HP::power_comm_busy},
     {.path = "power.idle", .kind = Kind::power, .required = false, .power_member = &HP::power_idle},

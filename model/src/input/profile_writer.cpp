@@ -150,6 +150,7 @@ private:
         case Kind::nvls_ratio:
         case Kind::slowdown:
         case Kind::residual:
+        case Kind::speed:
             line(path, fmt::format("{}", p_.*e.double_member));
             break;
         case Kind::tile: line(path, fmt::format("[{}, {}]", p_.gemm_tile_m, p_.gemm_tile_n)); break;

@@ -156,6 +156,12 @@ struct HardwareProfile {
     Bytes default_host_memory;
     Bandwidth host_memory_bandwidth;
     double cpu_adam_efficiency = 0;
+    // Single-thread speed of the node's host CPU relative to the CPU the host costs were measured
+    // on (model::host_costs: bench/host-bench, an AMD EPYC Zen 3 "Milan" core, 3.5 GHz boost). The
+    // host timeline divides every launch and collective call by it: an older or slower-clocked host
+    // issues the same Python, dispatcher and autograd work in proportionally more time. 1 = the
+    // reference CPU (a profile that does not say).
+    double host_cpu_speed = 1.0;
 
     // --- power (the optional `power:` section; all zero = not given, then energy is unknown) ---
     // Board power of one GPU while tensor-core kernels run (compute-busy), while only collectives
