@@ -116,6 +116,8 @@ TEST_CASE("one plan prints a single JSON object, bad input exits 2", "[cli][cont
     CHECK(j["name"].is_string());
     CHECK(j.contains("framework"));
     CHECK(j["framework"].is_null()); // the scenario writes no parallel.framework
+    // The host CPU the host timeline ran at: the h100-sxm profile's DGX H100 Xeon, 3.8 / 3.5 GHz.
+    CHECK(j["host_cpu_speed"].get<double>() == Approx(1.09));
     CHECK(run_trainsim("simulate /nonexistent/file.yaml").rc == 2);
     CHECK(run_trainsim("simulate").rc == 2);
     CHECK(run_trainsim("no-such-command").rc == 2);

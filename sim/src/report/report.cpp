@@ -220,6 +220,7 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
            {"assumed_stack", p.framework.empty() ? std::string("Megatron-Core defaults (no framework written)")
                                                  : model::framework_profile(p.framework).why},
            {"host_dispatch", model::to_string(p.host_dispatch)},
+           {"host_cpu_speed", plan.hardware.host_cpu_speed},
            {"micro_batch", plan.training.micro_batch},
            {"global_batch", plan.training.global_batch},
            {"grad_accum", plan.grad_accum()},
@@ -463,9 +464,9 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      pct(b.dp_exposed), b.pp_exposed.seconds(), b.bubble.seconds(), pct(b.bubble));
     s += fmt::format(
         "    host-bound {:.3f} s ({:.1f}%: the GPU waiting for the host to issue kernels; host busy {:.3f} s, "
-        "dispatch '{}', parallel.host_dispatch)\n",
+        "dispatch '{}', parallel.host_dispatch; host CPU at {:.2f}x the reference, profile node.host_cpu_speed)\n",
         b.host_bound.seconds(), pct(b.host_bound), e.step->host_busy.seconds(),
-        model::to_string(plan.parallel.host_dispatch));
+        model::to_string(plan.parallel.host_dispatch), plan.hardware.host_cpu_speed);
     if (e.offload) {
         const auto& o = *e.offload;
         s += fmt::format(
