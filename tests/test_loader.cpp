@@ -801,7 +801,7 @@ TEST_CASE("profile problems: unknown key, fraction out of range, bare number, al
     }
 }
 
-TEST_CASE("profile: a host CPU speed outside (0, 4] is refused at its line", "[loader][profile]") {
+TEST_CASE("profile: a host CPU speed above 4 or not positive is refused at its line", "[loader][profile]") {
     TempDir dir;
     const std::string text = profile_yaml("p", true) + "  host_cpu_speed: {value: 4.5, source: \"fixture\"}\n";
     const fs::path file = dir.write("p.yaml", text);
