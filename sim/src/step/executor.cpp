@@ -114,10 +114,10 @@ public:
             proto_time_[i] = nominal_op_time(plan_, g_, p, compute, net_);
             if (p.kind == OpKind::collective) proto_domain_[i] = placement_of(p.group, plan_, g_.hsdp_shard).nodes > 1 ? 1 : 0;
         }
-        const auto hc = model::host_costs(plan.parallel.host_dispatch);
         // The host costs are the reference CPU's; the node's own CPU issues them at its speed.
-        const double host_speed = plan.hardware.host_cpu_speed;
-        const auto on_host = [host_speed](Time t) { return Time::from_seconds(t.seconds() / host_speed); };
+        auto hc = model::host_costs(plan.parallel.host_dispatch);
+        for (Time* t : {&hc.forward_launch, &hc.backward_launch, &hc.collective_call, &hc.p2p_call})
+            *t = Time::from_seconds(t->seconds() / plan.hardware.host_cpu_speed);
         host_cost_.assign(2 * g_.protos.size(), Time());
         for (std::size_t i = 1; i < g_.protos.size(); ++i) {
             const auto& p = g_.protos[i];
@@ -125,11 +125,11 @@ public:
             const auto calls = static_cast<std::int64_t>(std::max(1, p.launches));
             if (comm) {
                 const Time call = p.kind == OpKind::collective ? hc.collective_call : hc.p2p_call;
-                host_cost_[2 * i] = host_cost_[2 * i + 1] = on_host(call * calls);
+                host_cost_[2 * i] = host_cost_[2 * i + 1] = call * calls;
             } else {
                 const auto n = static_cast<std::int64_t>(std::max(0, p.launches));
-                host_cost_[2 * i] = on_host(hc.forward_launch * n);
-                host_cost_[2 * i + 1] = on_host(hc.backward_launch * n);
+                host_cost_[2 * i] = hc.forward_launch * n;
+                host_cost_[2 * i + 1] = hc.backward_launch * n;
             }
         }
         for (const auto& st : g_.stages) stages_.push_back(make_static(st));
