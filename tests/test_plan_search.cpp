@@ -598,6 +598,28 @@ namespace {
 trainsim::test::CliRun run_plan_cli(const std::string& args) { return trainsim::test::run_trainsim("plan " + args); }
 } // namespace
 
+TEST_CASE("trainsim plan without --tokens: 20 tokens per parameter, said on standard error", "[plan-search][cli]") {
+    // Hoffmann et al. 2022 (Chinchilla), Table 3: the compute-optimal budget is about 20 tokens per
+    // parameter; the preset's own parameter count sets it.
+    const auto m = trainsim::model::load_preset("llama2-7b", TRAINSIM_TEST_DATA_DIR);
+    const double expected = 20.0 * trainsim::model::count_params(m).total;
+    const auto r = run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --global-batch 256 --top 1 -q --json");
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE_FALSE(j["plans"].empty());
+    CHECK(j["plans"][0]["tokens"].get<double>() == Approx(expected).epsilon(1e-12));
+    const auto said = trainsim::test::run_trainsim(
+        "plan --model llama2-7b --gpu h100-sxm --gpus 8 --global-batch 256 --top 1 -q", true);
+    REQUIRE(said.rc == 0);
+    CHECK(said.out.find("--tokens not given") != std::string::npos);
+    // A given budget is kept as written, and nothing is said.
+    const auto given = trainsim::test::run_trainsim(
+        "plan --model llama2-7b --gpu h100-sxm --gpus 8 --global-batch 256 --tokens 100B --top 1 -q", true);
+    REQUIRE(given.rc == 0);
+    CHECK(given.out.find("--tokens not given") == std::string::npos);
+    CHECK(given.out.find("1e+11 tokens") != std::string::npos);
+}
+
 TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout", "[plan-search][cli]") {
     const auto r = run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 100B --global-batch 256 "
                                 "--price 2.5 --top 3 --json");

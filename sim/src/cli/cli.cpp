@@ -96,7 +96,7 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--model", plan_args.model, "model preset id (e.g. llama2-70b)");
     plan_cmd->add_option("--gpu", plan_args.gpu, "hardware profile id (e.g. h100-sxm)");
     plan_cmd->add_option("--gpus", plan_args.gpus, "GPU count(s) to search, e.g. 64 or 32,64")->delimiter(',');
-    plan_cmd->add_option("--tokens", plan_args.tokens, "tokens to train on, e.g. 1T");
+    plan_cmd->add_option("--tokens", plan_args.tokens, "tokens to train on, e.g. 1T (default: 20 per parameter, compute-optimal)");
     plan_cmd->add_option("--seq-len", plan_args.seq_len, "sequence length (default 4096)");
     plan_cmd->add_option("--global-batch", plan_args.global_batch, "sequences per step (default 1024)");
     plan_cmd->add_option("--precision", plan_args.precision, "bf16 | fp16 | fp8 (default bf16)");

@@ -5,6 +5,7 @@
 
 #include "trainsim/sim/cli/cli.hpp"
 
+#include "trainsim/model/accounting/flops.hpp"
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/accounting/memory_model.hpp"
 #include "trainsim/model/input/loader.hpp"
@@ -156,6 +157,9 @@ int print_topology(const Common& c, const FabricArgs& f, const std::string& dot)
 
 int run_collective(const CollectiveArgs& a);
 [[noreturn]] void plan_arg_error(const std::string& key, const std::string& msg);
+// The flag form's token budget when --tokens is not given: Chinchilla's compute-optimal ~20
+// tokens per parameter (Hoffmann et al. 2022, Table 3: 67B -> 1.5T, 10B -> 205B).
+inline constexpr double kComputeOptimalTokensPerParam = 20.0;
 model::Plan plan_base(const PlanArgs& a);
 nlohmann::json frontier_json(const std::vector<CountBest>& frontier);
 

@@ -36,8 +36,8 @@ model::Plan plan_base(const PlanArgs& a) {
                                      a.file, sc.plans.size(), sc.plans.front().name);
         return sc.plans.front();
     }
-    if (a.model.empty() || a.gpu.empty() || a.tokens.empty() || a.gpus.empty())
-        plan_arg_error("--model", "without a scenario FILE, --model, --gpu, --gpus and --tokens are required");
+    if (a.model.empty() || a.gpu.empty() || a.gpus.empty())
+        plan_arg_error("--model", "without a scenario FILE, --model, --gpu and --gpus are required");
     // gpus_per_node from the profile's node; the GPU count (nodes) is set by the search.
     const auto hw = model::resolve_profile(a.gpu, fs::current_path(), opts.data_dir);
     const std::string yaml = fmt::format(
@@ -45,9 +45,20 @@ model::Plan plan_base(const PlanArgs& a) {
         "parallel: {{tp: 1, pp: 1, dp: auto}}\nprecision: {}\n"
         "cluster: {{gpu: \"{}\", nodes: 1, gpus_per_node: {}}}\n"
         "pricing: {{basis: gpu_hour{}, currency: \"{}\"}}\nplans:\n  - name: search\n",
-        a.model, a.tokens, a.seq_len, a.global_batch, a.precision, a.gpu, hw.default_gpus_per_node,
-        a.price ? fmt::format(", rate: {}", *a.price) : std::string(), a.currency);
-    return model::load_scenario_text(yaml, "trainsim plan flags", opts).plans.front();
+        a.model, a.tokens.empty() ? std::string("1T") : a.tokens, a.seq_len, a.global_batch, a.precision, a.gpu,
+        hw.default_gpus_per_node, a.price ? fmt::format(", rate: {}", *a.price) : std::string(), a.currency);
+    auto base = model::load_scenario_text(yaml, "trainsim plan flags", opts).plans.front();
+    if (a.tokens.empty()) {
+        // No token budget given: the compute-optimal one for the model's size (Hoffmann et al.
+        // 2022, "Training Compute-Optimal Large Language Models": about 20 tokens per parameter,
+        // their Table 3), said on standard error so that the figures are not read as the user's.
+        base.training.tokens = kComputeOptimalTokensPerParam * model::count_params(base.model).total;
+        std::cerr << fmt::format("trainsim: note: --tokens not given: {:.3g} tokens, {:.0f} per parameter of {}'s "
+                                 "{:.3g} (compute-optimal, Hoffmann et al. 2022); give --tokens for your run\n",
+                                 base.training.tokens, kComputeOptimalTokensPerParam, base.model.name,
+                                 model::count_params(base.model).total);
+    }
+    return base;
 }
 
 // plan with several GPU counts: each count's best plan and whether it is on the days-vs-cost
