@@ -580,6 +580,15 @@ TEST_CASE("a row whose blanks leave it unsimulable is skipped with the reason, t
     CHECK(std::any_of(choices.begin(), choices.end(), [](const std::string& c) {
         return c.find("(blank tp: the least model parallelism that fits, TP first)") != std::string::npos;
     }));
+    // The blank sequence_parallel (19) is reported as the chosen tp leaves it, once.
+    REQUIRE(chosen.parallel.tp > 1);
+    CHECK(chosen.parallel.sequence_parallel);
+    CHECK(std::count_if(choices.begin(), choices.end(),
+                        [](const std::string& c) { return c.starts_with("sequence_parallel="); }) == 1);
+    CHECK(std::any_of(choices.begin(), choices.end(), [&](const std::string& c) {
+        return c.starts_with("sequence_parallel=true (blank:") &&
+               c.ends_with("at tp=" + std::to_string(chosen.parallel.tp) + ")");
+    }));
     // 26: kind. Blank is a step row; a kind outside the schema is skipped, naming it.
     const auto kinds = load_lines(header, {with_cell(row42, 26, ""), with_cell(row42, 26, "weird")});
     REQUIRE(kinds.size() == 2);

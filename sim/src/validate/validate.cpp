@@ -104,6 +104,12 @@ model::Plan choose_blank_degrees(const model::ValidationRow& row, std::vector<st
         });
         choices.push_back(fmt::format("tp={} pp={} dp={} (blank {}: the least model parallelism that fits, TP first)",
                                       tp, pp, p.parallel.dp, fmt::join(row.defaulted_degrees, ", ")));
+        // A blank sequence_parallel was chosen at the load's tp; say what the chosen tp gives.
+        if (row.sequence_parallel_blank) {
+            std::erase_if(choices, [](const std::string& c) { return c.starts_with("sequence_parallel="); });
+            choices.push_back(fmt::format("sequence_parallel={} (blank: {} at tp={})", p.parallel.sequence_parallel,
+                                          fw.name, tp));
+        }
         still_defaulted.clear();
         return p;
     }
