@@ -1,6 +1,7 @@
 // The trainsim executable as users' budgeting scripts see it: JSON field names, exit codes, and
 // the arithmetic that ties days, GPU-hours and money to the simulated throughput.
 #include "cli_runner.hpp"
+#include "trainsim/model/input/validation_set.hpp"
 #include "trainsim/sim/run/estimate.hpp"
 
 #include <catch2/catch.hpp>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <sys/wait.h>
@@ -178,6 +180,37 @@ TEST_CASE("validate --json --row reports just those rows with the issue's fields
     }
     CHECK(j.at("summary").at("n") == 2);
     CHECK(run_trainsim("validate '" + csv.string() + "' --json --row 9999").rc == 2);
+}
+
+TEST_CASE("validate --by groups the errors by the simulated plans' properties; an unknown key exits 2",
+          "[cli][contract][validate]") {
+    const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data" / "published-torchtitan.csv";
+    REQUIRE(fs::exists(csv));
+    const auto r = run_trainsim("validate '" + csv.string() + "' --json --by tp --by tp:cp");
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& by = j.at("summary").at("by");
+    // Every compared row is in exactly one group of each table, and the file's tp column (all
+    // written) gives the groups' sizes.
+    std::map<std::string, int> tp_rows;
+    for (const auto& row : trainsim::model::load_validation_csv(csv, TRAINSIM_TEST_DATA_DIR))
+        if (row.skip_reason.empty()) ++tp_rows["tp=" + std::to_string(row.plan.parallel.tp)];
+    int n = 0;
+    for (const auto& [label, st] : by.at("tp").items()) {
+        CAPTURE(label);
+        CHECK(st.at("n").get<int>() == tp_rows[label]);
+        n += st.at("n").get<int>();
+    }
+    CHECK(n == j.at("summary").at("n").get<int>());
+    int cross = 0;
+    for (const auto& [label, st] : by.at("tp:cp").items()) {
+        CHECK(label.find(" cp=") != std::string::npos);
+        cross += st.at("n").get<int>();
+    }
+    CHECK(cross == n);
+    const auto bad = run_trainsim("validate '" + csv.string() + "' --by tq", true);
+    CHECK(bad.rc == 2);
+    CHECK(bad.out.find("--by tq: unknown key 'tq'") != std::string::npos);
 }
 
 TEST_CASE("validate of a file with nothing to compare exits 2 (not 0 with a 0% error), and --version", "[cli][contract]") {

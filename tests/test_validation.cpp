@@ -98,6 +98,50 @@ TEST_CASE("error statistics follow their definitions", "[validate]") {
     CHECK(s.bias == Approx(6.0));
 }
 
+TEST_CASE("errors grouped by the simulated plan's properties: statistics per group, natural order, cross tables",
+          "[validate]") {
+    using trainsim::sim::RowResult;
+    trainsim::sim::ValidationReport rep;
+    auto row = [&](int tp, int mb, double tokens_per_gpu, double err, const char* status = "ok") {
+        RowResult r;
+        r.status = status;
+        r.error_pct = err;
+        r.layout.tp = tp;
+        r.layout.micro_batch = mb;
+        r.layout.tokens_per_gpu = tokens_per_gpu;
+        rep.rows.push_back(r);
+    };
+    row(16, 1, 1024, 40.0);
+    row(2, 1, 2048, 10.0);
+    row(2, 2, 4096, -20.0);
+    row(2, 2, 9000, 5.0, "does_not_fit"); // compared (a memory-model error), so counted
+    row(8, 1, 1024, 99.0, "skipped");     // not compared: in no group
+    const auto by_tp = trainsim::sim::group_errors(rep, "tp");
+    REQUIRE(by_tp.size() == 2);
+    CHECK(by_tp[0].label == "tp=2"); // numbers ascending, not as text ("16" < "2")
+    CHECK(by_tp[0].stats.n == 3);
+    CHECK(by_tp[0].stats.mape == Approx((10.0 + 20.0 + 5.0) / 3));
+    CHECK(by_tp[0].stats.bias == Approx((10.0 - 20.0 + 5.0) / 3));
+    CHECK(by_tp[1].label == "tp=16");
+    CHECK(by_tp[1].stats.bias == Approx(40.0));
+    const auto cross = trainsim::sim::group_errors(rep, "tp:micro_batch");
+    REQUIRE(cross.size() == 3);
+    CHECK(cross[0].label == "tp=2 micro_batch=1");
+    CHECK(cross[1].label == "tp=2 micro_batch=2");
+    CHECK(cross[1].stats.n == 2);
+    CHECK(cross[1].stats.bias == Approx(-7.5));
+    CHECK(cross[2].label == "tp=16 micro_batch=1");
+    // Tokens per GPU per step in factor-of-4 buckets, edges included below.
+    const auto by_tokens = trainsim::sim::group_errors(rep, "tokens_per_gpu");
+    REQUIRE(by_tokens.size() == 3);
+    CHECK(by_tokens[0].label == "tokens_per_gpu=<=2k");
+    CHECK(by_tokens[0].stats.n == 2); // 1024 and 2048
+    CHECK(by_tokens[1].label == "tokens_per_gpu=2k-8k");
+    CHECK(by_tokens[2].label == "tokens_per_gpu=8k-32k");
+    CHECK_THROWS_WITH(trainsim::sim::group_errors(rep, "tq"), Catch::Contains("did you mean 'tp'"));
+    CHECK_THROWS_AS(trainsim::sim::group_errors(rep, "tp:"), std::invalid_argument);
+}
+
 TEST_CASE("the published dev set: every step row simulated, MAPE ratchet", "[validate][accuracy]") {
     const auto file = dev_set();
     INFO("dev set: " << file.string() << " (set TRAINSIM_VALIDATION_CSV to move it)");

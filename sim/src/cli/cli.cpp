@@ -74,6 +74,11 @@ int run_cli(int argc, char** argv) {
     val->add_option("--kind", val_kind, "only rows of this kind (step | end_to_end)");
     val->add_flag("--json", val_json, "print machine-readable JSON");
     val->add_flag("--verbose,-v", val_verbose, "list what was chosen for blank cells, per row");
+    std::vector<std::string> val_by;
+    val->add_option("--by", val_by,
+                    "also group the errors by a property of the simulated plans: tp, pp, vp, cp, dp, micro_batch, "
+                    "grad_accum, num_gpus, seq_len, tokens_per_gpu, host_bound, sharding, recompute, framework, gpu, "
+                    "precision, source_group, kind; KEY:KEY for a cross table (repeatable)");
     std::vector<std::string> val_rows;
     val->add_option("--row", val_rows,
                     "print the full simulation report of these row ids instead (with --json: their JSON report)");
@@ -185,6 +190,18 @@ int run_cli(int argc, char** argv) {
                                      model::did_you_mean(val_kind, {"step", "end_to_end"}));
             return kExitBadInput;
         }
+        if (!val_by.empty() && !val_rows.empty()) {
+            std::cerr << "trainsim: validate: --by groups a whole file's errors; it does not go with --row\n";
+            return kExitBadInput;
+        }
+        for (const auto& spec : val_by) {
+            try {
+                (void)group_errors(ValidationReport{}, spec);
+            } catch (const std::invalid_argument& e) {
+                std::cerr << fmt::format("trainsim: validate: --by {}: {}\n", spec, e.what());
+                return kExitBadInput;
+            }
+        }
         auto rows = model::load_validation_csv(val_file, data_dir(val_data));
         for (const auto& id : val_rows) {
             if (std::none_of(rows.begin(), rows.end(), [&](const model::ValidationRow& r) { return r.id == id; })) {
@@ -226,8 +243,14 @@ int run_cli(int argc, char** argv) {
         const bool bar = rows.size() >= kProgressFrom && isatty(STDERR_FILENO) != 0;
         const auto rep =
             validate_rows(rows, val_kind, threads, em ? &*em : nullptr, bar ? progress_bar("rows") : nullptr);
-        if (val_json) std::cout << report_json(rep).dump(2) << "\n";
-        else std::cout << report_text(rep, val_verbose);
+        if (val_json) {
+            auto j = report_json(rep);
+            for (const auto& spec : val_by) j["summary"]["by"][spec] = groups_json(group_errors(rep, spec));
+            std::cout << j.dump(2) << "\n";
+        } else {
+            std::cout << report_text(rep, val_verbose);
+            for (const auto& spec : val_by) std::cout << groups_text(spec, group_errors(rep, spec));
+        }
         if (rep.overall.n == 0) {
             // A file with no row, or none that could be compared, measured nothing: not a 0% error.
             std::cerr << fmt::format("trainsim: {}: no row was compared ({} rows, {} skipped)\n", val_file,

@@ -1,6 +1,7 @@
 #include "trainsim/sim/validate/validate.hpp"
 
 #include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/input/loader.hpp"
 #include "trainsim/sim/report/report.hpp"
 #include "trainsim/sim/run/estimate.hpp"
 #include "trainsim/sim/search/parallel_for.hpp"
@@ -10,10 +11,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <thread>
 
 namespace trainsim::sim {
@@ -263,6 +268,12 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         }
         r.regime = regime_of(plan);
         r.features = features_of(plan);
+        const auto& par = plan.parallel;
+        r.layout = {par.tp, par.pp, par.vp, par.cp, par.dp, plan.training.micro_batch, plan.grad_accum(),
+                    plan.num_gpus(), plan.training.seq_len,
+                    static_cast<double>(plan.training.global_batch) * plan.training.seq_len / plan.num_gpus(),
+                    model::to_string(par.sharding), model::recompute_label(plan),
+                    par.framework.empty() ? std::string("(none)") : par.framework};
         if (row.kind == "end_to_end") {
             // Whole-run totals also pay slowdowns, checkpoint writes, work lost to failures,
             // planned stops and restarts: the run model's expected wall clock over the steady one
@@ -406,6 +417,111 @@ nlohmann::json report_json(const ValidationReport& r) {
     return {{"rows", rows}, {"summary", summary}};
 }
 
+namespace {
+// One key's value for a row: a sort key (numbers ascending, then text) and its label.
+using GroupValue = std::pair<double, std::string>;
+
+// Tokens per GPU per step in factor-of-4 buckets: few tokens per GPU mean short kernels, where the
+// host and the per-kernel fixed costs weigh most (docs/accuracy.md).
+GroupValue tokens_bucket(double t) {
+    constexpr std::array<std::pair<double, const char*>, 5> edges{
+        {{2048, "<=2k"}, {8192, "2k-8k"}, {32768, "8k-32k"}, {131072, "32k-128k"}, {1e300, ">128k"}}};
+    for (const auto& [edge, label] : edges)
+        if (t <= edge) return {edge, label};
+    return {1e300, ">128k"};
+}
+
+// The share of the step the GPU waited for its host thread.
+GroupValue host_bound_bucket(const RowResult& r) {
+    const double share = r.has_step && r.step_time_s > 0 ? r.breakdown.host_bound.seconds() / r.step_time_s : 0.0;
+    if (share < 0.01) return {0, "<1%"};
+    if (share < 0.10) return {1, "1-10%"};
+    return {2, ">=10%"};
+}
+
+std::optional<GroupValue> group_value(const RowResult& r, const std::string& key) {
+    const auto& l = r.layout;
+    auto num = [](int v) { return GroupValue{static_cast<double>(v), std::to_string(v)}; };
+    auto text = [](const std::string& v) { return GroupValue{0.0, v}; };
+    if (key == "tp") return num(l.tp);
+    if (key == "pp") return num(l.pp);
+    if (key == "vp") return num(l.vp);
+    if (key == "cp") return num(l.cp);
+    if (key == "dp") return num(l.dp);
+    if (key == "micro_batch") return num(l.micro_batch);
+    if (key == "grad_accum") return num(l.grad_accum);
+    if (key == "num_gpus") return num(l.gpus);
+    if (key == "seq_len") return num(l.seq_len);
+    if (key == "tokens_per_gpu") return tokens_bucket(l.tokens_per_gpu);
+    if (key == "host_bound") return host_bound_bucket(r);
+    if (key == "sharding") return text(l.sharding);
+    if (key == "recompute") return text(l.recompute);
+    if (key == "framework") return text(l.framework);
+    if (key == "gpu") return text(r.gpu);
+    if (key == "precision") return text(r.precision);
+    if (key == "source_group") return text(r.source_group);
+    if (key == "kind") return text(r.kind);
+    return std::nullopt;
+}
+} // namespace
+
+const std::vector<std::string>& group_keys() {
+    static const std::vector<std::string> keys{
+        "tp",       "pp",        "vp",        "cp",        "dp",     "micro_batch", "grad_accum",
+        "num_gpus", "seq_len",   "tokens_per_gpu", "host_bound", "sharding", "recompute", "framework",
+        "gpu",      "precision", "source_group",   "kind"};
+    return keys;
+}
+
+std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::string& spec) {
+    std::vector<std::string> keys;
+    for (std::size_t start = 0;;) {
+        const auto end = spec.find(':', start);
+        keys.push_back(spec.substr(start, end == std::string::npos ? std::string::npos : end - start));
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    for (const auto& k : keys)
+        if (std::find(group_keys().begin(), group_keys().end(), k) == group_keys().end())
+            throw std::invalid_argument(fmt::format("unknown key '{}'{} (one of {}, or several joined by ':')", k,
+                                                    model::did_you_mean(k, group_keys()),
+                                                    fmt::join(group_keys(), ", ")));
+    std::map<std::vector<GroupValue>, std::vector<double>> groups;
+    for (const auto& row : r.rows) {
+        if (row.status == "skipped") continue;
+        std::vector<GroupValue> values;
+        for (const auto& k : keys) values.push_back(*group_value(row, k));
+        groups[values].push_back(row.error_pct);
+    }
+    std::vector<ErrorGroup> out;
+    for (const auto& [values, errors] : groups) {
+        std::string label;
+        for (std::size_t i = 0; i < keys.size(); ++i)
+            label += fmt::format("{}{}={}", i == 0 ? "" : " ", keys[i], values[i].second);
+        out.push_back({label, error_stats(errors)});
+    }
+    return out;
+}
+
+std::string stats_line(const std::string& name, const ErrorStats& st, std::size_t width) {
+    return fmt::format("  {:<{}} n={:<3} MAPE {:5.1f}%  median {:5.1f}%  p90 {:5.1f}%  max {:5.1f}%  bias {:+5.1f}%\n",
+                       name, width, st.n, st.mape, st.median, st.p90, st.max, st.bias);
+}
+
+std::string groups_text(const std::string& spec, const std::vector<ErrorGroup>& groups) {
+    std::size_t width = 34;
+    for (const auto& g : groups) width = std::max(width, g.label.size());
+    std::string s = fmt::format("by {} (of the simulated plan; bias = mean signed error):\n", spec);
+    for (const auto& g : groups) s += stats_line(g.label, g.stats, width);
+    return s;
+}
+
+nlohmann::json groups_json(const std::vector<ErrorGroup>& groups) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& g : groups) j[g.label] = stats_json(g.stats);
+    return j;
+}
+
 std::string report_text(const ValidationReport& r, bool verbose) {
     std::string s = fmt::format("{:>5}  {:<14} {:<22} {:>11} {:>11} {:>8}  {}\n", "id", "status", "gpu precision",
                                 "predicted", "measured", "error", "note");
@@ -421,11 +537,7 @@ std::string report_text(const ValidationReport& r, bool verbose) {
         if (verbose)
             for (const auto& c : x.choices) s += fmt::format("{:>7}chose {}\n", "", c);
     }
-    auto line = [](const std::string& name, const ErrorStats& st) {
-        return fmt::format(
-            "  {:<34} n={:<3} MAPE {:5.1f}%  median {:5.1f}%  p90 {:5.1f}%  max {:5.1f}%  bias {:+5.1f}%\n", name, st.n,
-            st.mape, st.median, st.p90, st.max, st.bias);
-    };
+    const auto line = [](const std::string& name, const ErrorStats& st) { return stats_line(name, st); };
     s += "\nsummary (|predicted - measured| / measured, tokens/s/GPU):\n";
     s += line("overall", r.overall);
     s += "by gpu x precision:\n";

@@ -34,6 +34,12 @@ struct RowResult {
     bool has_step = false;
     double step_time_s = 0, host_busy_s = 0;
     StepBreakdown breakdown;
+    // The simulated plan's layout (blank cells as chosen), for grouping errors (validate --by).
+    struct Layout {
+        int tp = 0, pp = 0, vp = 0, cp = 0, dp = 0, micro_batch = 0, grad_accum = 0, gpus = 0, seq_len = 0;
+        double tokens_per_gpu = 0; // global batch x sequence length / GPUs: tokens per GPU per step
+        std::string sharding, recompute, framework;
+    } layout;
 };
 
 struct ErrorStats {
@@ -72,6 +78,21 @@ struct ValidationReport {
 // signed error with its regime and features.
 [[nodiscard]] std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& rows,
                                                      const std::string& file_name, bool held_out, unsigned threads);
+// The compared rows' signed errors grouped by properties of their simulated plans (validate
+// --by): `spec` is one key of group_keys() or several joined by ':' (a cross table, e.g.
+// "tp:micro_batch"). Groups come in the keys' natural order (numbers ascending). Throws
+// std::invalid_argument naming an unknown key.
+struct ErrorGroup {
+    std::string label; // "tp=2", "tp=2 micro_batch=1", "tokens_per_gpu=2k-8k"
+    ErrorStats stats;
+};
+[[nodiscard]] const std::vector<std::string>& group_keys();
+[[nodiscard]] std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::string& spec);
+
+// One summary line of error statistics, and a group table as `validate --by` prints it.
+[[nodiscard]] std::string stats_line(const std::string& name, const ErrorStats& st, std::size_t width = 34);
+[[nodiscard]] std::string groups_text(const std::string& spec, const std::vector<ErrorGroup>& groups);
+[[nodiscard]] nlohmann::json groups_json(const std::vector<ErrorGroup>& groups);
 [[nodiscard]] nlohmann::json report_json(const ValidationReport& r);
 [[nodiscard]] std::string report_text(const ValidationReport& r, bool verbose);
 
