@@ -182,7 +182,7 @@ TEST_CASE("validate --json --row reports just those rows with the issue's fields
     CHECK(run_trainsim("validate '" + csv.string() + "' --json --row 9999").rc == 2);
 }
 
-TEST_CASE("validate --by groups the errors by the simulated plans' properties; an unknown key exits 2",
+TEST_CASE("validate --by groups the errors by the simulated plans' properties, and an unknown key exits 2",
           "[cli][contract][validate]") {
     const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data" / "published-torchtitan.csv";
     REQUIRE(fs::exists(csv));
