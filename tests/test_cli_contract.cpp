@@ -186,28 +186,56 @@ TEST_CASE("validate --by groups the errors by the simulated plans' properties, a
           "[cli][contract][validate]") {
     const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data" / "published-torchtitan.csv";
     REQUIRE(fs::exists(csv));
-    const auto r = run_trainsim("validate '" + csv.string() + "' --json --by tp --by tp:cp");
+    const auto r = run_trainsim("validate '" + csv.string() +
+                                "' --json --by tp --by tp:cp --by tokens_per_gpu --by host_bound");
     REQUIRE(r.rc == 0);
     const auto j = nlohmann::json::parse(r.out);
     const auto& by = j.at("summary").at("by");
-    // Every compared row is in exactly one group of each table, and the file's tp column (all
-    // written) gives the groups' sizes.
-    std::map<std::string, int> tp_rows;
-    for (const auto& row : trainsim::model::load_validation_csv(csv, TRAINSIM_TEST_DATA_DIR))
-        if (row.skip_reason.empty()) ++tp_rows["tp=" + std::to_string(row.plan.parallel.tp)];
-    int n = 0;
-    for (const auto& [label, st] : by.at("tp").items()) {
-        CAPTURE(label);
-        CHECK(st.at("n").get<int>() == tp_rows[label]);
-        n += st.at("n").get<int>();
+    const int n = j.at("summary").at("n").get<int>();
+    // Expected group sizes from the file itself: its tp column (all written) and its batch
+    // (global batch x sequence length / GPUs, in the documented factor-of-4 buckets).
+    std::map<int, int> tp_rows;
+    std::map<std::string, int> token_rows;
+    for (const auto& row : trainsim::model::load_validation_csv(csv, TRAINSIM_TEST_DATA_DIR)) {
+        if (!row.skip_reason.empty()) continue;
+        ++tp_rows[row.plan.parallel.tp];
+        const double t = static_cast<double>(row.plan.training.global_batch) * row.plan.training.seq_len /
+                         row.plan.num_gpus();
+        ++token_rows[t <= 2048    ? "<=2k"
+                     : t <= 8192   ? "2k-8k"
+                     : t <= 32768  ? "8k-32k"
+                     : t <= 131072 ? "32k-128k"
+                                   : ">128k"];
     }
-    CHECK(n == j.at("summary").at("n").get<int>());
+    int sum = 0, prev_tp = 0;
+    for (const auto& g : by.at("tp")) {
+        const int tp = g.at("tp").get<int>();
+        CHECK(tp > prev_tp); // ascending
+        prev_tp = tp;
+        CHECK(g.at("n").get<int>() == tp_rows[tp]);
+        sum += g.at("n").get<int>();
+    }
+    CHECK(sum == n);
     int cross = 0;
-    for (const auto& [label, st] : by.at("tp:cp").items()) {
-        CHECK(label.find(" cp=") != std::string::npos);
-        cross += st.at("n").get<int>();
+    for (const auto& g : by.at("tp:cp")) {
+        CHECK(g.contains("tp"));
+        CHECK(g.contains("cp"));
+        cross += g.at("n").get<int>();
     }
     CHECK(cross == n);
+    for (const auto& g : by.at("tokens_per_gpu")) {
+        CAPTURE(g.dump());
+        CHECK(g.at("n").get<int>() == token_rows[g.at("tokens_per_gpu").get<std::string>()]);
+    }
+    // The host-bound share of each row's own step (its breakdown in the same JSON).
+    std::map<std::string, int> host_rows;
+    for (const auto& row : j.at("rows")) {
+        if (row.at("status") == "skipped") continue;
+        const double share = row.at("breakdown").at("host_bound_s").get<double>() / row.at("step_time_s").get<double>();
+        ++host_rows[share < 0.01 ? "<1%" : share < 0.10 ? "1-10%" : ">=10%"];
+    }
+    for (const auto& g : by.at("host_bound"))
+        CHECK(g.at("n").get<int>() == host_rows[g.at("host_bound").get<std::string>()]);
     const auto bad = run_trainsim("validate '" + csv.string() + "' --by tq", true);
     CHECK(bad.rc == 2);
     CHECK(bad.out.find("--by tq: unknown key 'tq'") != std::string::npos);

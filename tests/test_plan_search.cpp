@@ -603,6 +603,7 @@ TEST_CASE("trainsim plan without --tokens: 20 tokens per parameter, said on stan
     // parameter; the preset's own parameter count sets it.
     const auto m = trainsim::model::load_preset("llama2-7b", TRAINSIM_TEST_DATA_DIR);
     const double expected = 20.0 * trainsim::model::count_params(m).total;
+    CHECK(expected == Approx(20.0 * 6.74e9).epsilon(0.005)); // Llama 2 7B: 6.74B parameters (Touvron et al. 2023)
     const auto r = run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --global-batch 256 --top 1 -q --json");
     REQUIRE(r.rc == 0);
     const auto j = nlohmann::json::parse(r.out);
@@ -618,6 +619,10 @@ TEST_CASE("trainsim plan without --tokens: 20 tokens per parameter, said on stan
     REQUIRE(given.rc == 0);
     CHECK(given.out.find("--tokens not given") == std::string::npos);
     CHECK(given.out.find("1e+11 tokens") != std::string::npos);
+    // An empty --tokens is refused, not read as "not given".
+    const auto empty = trainsim::test::run_trainsim("plan --model llama2-7b --gpu h100-sxm --gpus 8 --tokens ''", true);
+    CHECK(empty.rc == 2);
+    CHECK(empty.out.find("--tokens: is empty") != std::string::npos);
 }
 
 TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout", "[plan-search][cli]") {

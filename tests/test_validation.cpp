@@ -96,6 +96,7 @@ TEST_CASE("error statistics follow their definitions", "[validate]") {
     CHECK(s.p90 == Approx(32.0));    // type-7 quantile: 20 + 0.6 * (40 - 20)
     CHECK(s.max == Approx(40.0));
     CHECK(s.bias == Approx(6.0));
+    CHECK(s.median_signed == Approx(5.0)); // sorted: -20 -5 5 10 40
 }
 
 TEST_CASE("errors grouped by the simulated plan's properties: statistics per group, natural order, cross tables",
@@ -138,8 +139,18 @@ TEST_CASE("errors grouped by the simulated plan's properties: statistics per gro
     CHECK(by_tokens[0].stats.n == 2); // 1024 and 2048
     CHECK(by_tokens[1].label == "tokens_per_gpu=2k-8k");
     CHECK(by_tokens[2].label == "tokens_per_gpu=8k-32k");
+    CHECK(by_tokens[0].stats.median_signed == Approx(25.0)); // 10 and 40
+    // JSON: the groups in the same order, each key's value typed (a count as a number).
+    const auto j = trainsim::sim::groups_json(cross);
+    REQUIRE(j.size() == 3);
+    CHECK(j[2].at("label") == "tp=16 micro_batch=1");
+    CHECK(j[2].at("tp") == 16);
+    CHECK(j[2].at("micro_batch") == 1);
+    CHECK(j[1].at("n") == 2);
+    CHECK(trainsim::sim::groups_json(by_tokens)[1].at("tokens_per_gpu") == "2k-8k");
     CHECK_THROWS_WITH(trainsim::sim::group_errors(rep, "tq"), Catch::Contains("did you mean 'tp'"));
     CHECK_THROWS_AS(trainsim::sim::group_errors(rep, "tp:"), std::invalid_argument);
+    CHECK_THROWS_WITH(trainsim::sim::group_errors(rep, "tp:micro_batch:tp"), Catch::Contains("'tp' given twice"));
 }
 
 TEST_CASE("the published dev set: every step row simulated, MAPE ratchet", "[validate][accuracy]") {

@@ -76,9 +76,9 @@ int run_cli(int argc, char** argv) {
     val->add_flag("--verbose,-v", val_verbose, "list what was chosen for blank cells, per row");
     std::vector<std::string> val_by;
     val->add_option("--by", val_by,
-                    "also group the errors by a property of the simulated plans: tp, pp, vp, cp, dp, micro_batch, "
-                    "grad_accum, num_gpus, seq_len, tokens_per_gpu, host_bound, sharding, recompute, framework, gpu, "
-                    "precision, source_group, kind; KEY:KEY for a cross table (repeatable)");
+                    fmt::format("also group the errors by a property of the simulated plans: {}; KEY:KEY... for a "
+                                "cross table (repeatable)",
+                                fmt::join(group_keys(), ", ")));
     std::vector<std::string> val_rows;
     val->add_option("--row", val_rows,
                     "print the full simulation report of these row ids instead (with --json: their JSON report)");

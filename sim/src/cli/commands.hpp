@@ -94,7 +94,7 @@ struct PlanArgs {
     std::string model;
     std::string gpu;
     std::vector<int> gpus;
-    std::string tokens;
+    std::optional<std::string> tokens; // absent: the compute-optimal budget (kComputeOptimalTokensPerParam)
     int seq_len = 4096;
     int global_batch = 1024;
     std::string precision = "bf16";

@@ -22,7 +22,7 @@ model::Plan plan_base(const PlanArgs& a) {
     opts.data_dir = data_dir(a.data_dir);
     if (!a.profile.empty()) opts.profile_override = fs::path(a.profile);
     if (!a.file.empty()) {
-        if (!a.model.empty() || !a.gpu.empty() || !a.tokens.empty())
+        if (!a.model.empty() || !a.gpu.empty() || a.tokens)
             plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
         if (a.price)
             plan_arg_error("--price",
@@ -38,6 +38,7 @@ model::Plan plan_base(const PlanArgs& a) {
     }
     if (a.model.empty() || a.gpu.empty() || a.gpus.empty())
         plan_arg_error("--model", "without a scenario FILE, --model, --gpu and --gpus are required");
+    if (a.tokens && a.tokens->empty()) plan_arg_error("--tokens", "is empty (a count such as 1T or 500B)");
     // gpus_per_node from the profile's node; the GPU count (nodes) is set by the search.
     const auto hw = model::resolve_profile(a.gpu, fs::current_path(), opts.data_dir);
     const std::string yaml = fmt::format(
@@ -45,10 +46,10 @@ model::Plan plan_base(const PlanArgs& a) {
         "parallel: {{tp: 1, pp: 1, dp: auto}}\nprecision: {}\n"
         "cluster: {{gpu: \"{}\", nodes: 1, gpus_per_node: {}}}\n"
         "pricing: {{basis: gpu_hour{}, currency: \"{}\"}}\nplans:\n  - name: search\n",
-        a.model, a.tokens.empty() ? std::string("1T") : a.tokens, a.seq_len, a.global_batch, a.precision, a.gpu,
+        a.model, a.tokens.value_or("1T"), a.seq_len, a.global_batch, a.precision, a.gpu,
         hw.default_gpus_per_node, a.price ? fmt::format(", rate: {}", *a.price) : std::string(), a.currency);
     auto base = model::load_scenario_text(yaml, "trainsim plan flags", opts).plans.front();
-    if (a.tokens.empty()) {
+    if (!a.tokens) {
         // No token budget given: the compute-optimal one for the model's size (Hoffmann et al.
         // 2022, "Training Compute-Optimal Large Language Models": about 20 tokens per parameter,
         // their Table 3), said on standard error so that the figures are not read as the user's.

@@ -14,6 +14,8 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstddef>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -36,16 +38,19 @@ ErrorStats error_stats(const std::vector<double>& signed_errors_pct) {
     s.bias /= s.n;
     s.mape /= s.n;
     std::sort(a.begin(), a.end());
-    auto quantile = [&](double q) {
+    auto quantile = [](const std::vector<double>& v, double q) {
         // Linear interpolation between order statistics (type 7, as numpy's default).
-        const double pos = q * (static_cast<double>(a.size()) - 1.0);
+        const double pos = q * (static_cast<double>(v.size()) - 1.0);
         const auto lo = static_cast<std::size_t>(std::floor(pos));
-        const auto hi = std::min(lo + 1, a.size() - 1);
-        return a[lo] + (pos - static_cast<double>(lo)) * (a[hi] - a[lo]);
+        const auto hi = std::min(lo + 1, v.size() - 1);
+        return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
     };
-    s.median = quantile(0.5);
-    s.p90 = quantile(0.9);
+    s.median = quantile(a, 0.5);
+    s.p90 = quantile(a, 0.9);
     s.max = a.back();
+    std::vector<double> sorted = signed_errors_pct;
+    std::sort(sorted.begin(), sorted.end());
+    s.median_signed = quantile(sorted, 0.5);
     return s;
 }
 
@@ -372,7 +377,8 @@ nlohmann::json stats_json(const ErrorStats& s) {
             {"median_abs_pct", s.median},
             {"p90_abs_pct", s.p90},
             {"max_abs_pct", s.max},
-            {"bias_pct", s.bias}};
+            {"bias_pct", s.bias},
+            {"median_signed_pct", s.median_signed}};
 }
 } // namespace
 
@@ -481,11 +487,15 @@ std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::strin
         if (end == std::string::npos) break;
         start = end + 1;
     }
-    for (const auto& k : keys)
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        const auto& k = keys[i];
         if (std::find(group_keys().begin(), group_keys().end(), k) == group_keys().end())
             throw std::invalid_argument(fmt::format("unknown key '{}'{} (one of {}, or several joined by ':')", k,
                                                     model::did_you_mean(k, group_keys()),
                                                     fmt::join(group_keys(), ", ")));
+        if (std::find(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(i), k) != keys.begin() + static_cast<std::ptrdiff_t>(i))
+            throw std::invalid_argument(fmt::format("key '{}' given twice", k));
+    }
     std::map<std::vector<GroupValue>, std::vector<double>> groups;
     for (const auto& row : r.rows) {
         if (row.status == "skipped") continue;
@@ -495,10 +505,13 @@ std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::strin
     }
     std::vector<ErrorGroup> out;
     for (const auto& [values, errors] : groups) {
-        std::string label;
-        for (std::size_t i = 0; i < keys.size(); ++i)
-            label += fmt::format("{}{}={}", i == 0 ? "" : " ", keys[i], values[i].second);
-        out.push_back({label, error_stats(errors)});
+        ErrorGroup g;
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            g.label += fmt::format("{}{}={}", i == 0 ? "" : " ", keys[i], values[i].second);
+            g.values.emplace_back(keys[i], values[i].second);
+        }
+        g.stats = error_stats(errors);
+        out.push_back(std::move(g));
     }
     return out;
 }
@@ -511,14 +524,32 @@ std::string stats_line(const std::string& name, const ErrorStats& st, std::size_
 std::string groups_text(const std::string& spec, const std::vector<ErrorGroup>& groups) {
     std::size_t width = 34;
     for (const auto& g : groups) width = std::max(width, g.label.size());
-    std::string s = fmt::format("by {} (of the simulated plan; bias = mean signed error):\n", spec);
-    for (const auto& g : groups) s += stats_line(g.label, g.stats, width);
+    std::string s = fmt::format(
+        "by {} (of the simulated plans; median and p90 of |error|; bias = mean signed error, then the median "
+        "signed):\n",
+        spec);
+    for (const auto& g : groups) {
+        auto line = stats_line(g.label, g.stats, width);
+        line.pop_back(); // the newline
+        s += fmt::format("{}  signed median {:+5.1f}%\n", line, g.stats.median_signed);
+    }
     return s;
 }
 
 nlohmann::json groups_json(const std::vector<ErrorGroup>& groups) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& g : groups) j[g.label] = stats_json(g.stats);
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& g : groups) {
+        nlohmann::json o = stats_json(g.stats);
+        o["label"] = g.label;
+        // Each key's value, a number where the key counts something (tp, micro_batch, ...), else
+        // its text (a bucket such as "2k-8k", a sharding, a framework).
+        for (const auto& [k, v] : g.values) {
+            char* end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            o[k] = !v.empty() && end != nullptr && *end == '\0' ? nlohmann::json(n) : nlohmann::json(v);
+        }
+        j.push_back(std::move(o));
+    }
     return j;
 }
 

@@ -7,9 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trainsim::sim {
@@ -46,6 +48,7 @@ struct ErrorStats {
     int n = 0;
     double mape = 0, median = 0, p90 = 0, max = 0;  // of |error| in percent
     double bias = 0;                                // mean signed error in percent
+    double median_signed = 0;                       // median signed error in percent
 };
 [[nodiscard]] ErrorStats error_stats(const std::vector<double>& signed_errors_pct);
 
@@ -79,11 +82,12 @@ struct ValidationReport {
 [[nodiscard]] std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& rows,
                                                      const std::string& file_name, bool held_out, unsigned threads);
 // The compared rows' signed errors grouped by properties of their simulated plans (validate
-// --by): `spec` is one key of group_keys() or several joined by ':' (a cross table, e.g.
-// "tp:micro_batch"). Groups come in the keys' natural order (numbers ascending). Throws
-// std::invalid_argument naming an unknown key.
+// --by): `spec` is one key of group_keys() or several different ones joined by ':' (a cross
+// table, e.g. "tp:micro_batch"). Groups come in the keys' natural order (numbers ascending).
+// Throws std::invalid_argument naming an unknown or repeated key.
 struct ErrorGroup {
-    std::string label; // "tp=2", "tp=2 micro_batch=1", "tokens_per_gpu=2k-8k"
+    std::string label;                                       // "tp=2 micro_batch=1", "tokens_per_gpu=2k-8k"
+    std::vector<std::pair<std::string, std::string>> values; // each key and its value ("tp", "2")
     ErrorStats stats;
 };
 [[nodiscard]] const std::vector<std::string>& group_keys();
