@@ -187,7 +187,7 @@ TEST_CASE("validate --by groups the errors by the simulated plans' properties, a
     const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data" / "published-torchtitan.csv";
     REQUIRE(fs::exists(csv));
     const auto r = run_trainsim("validate '" + csv.string() +
-                                "' --json --by tp --by tp:cp --by tokens_per_gpu --by host_bound");
+                                "' --json --by tp --by tp:cp --by tokens_per_gpu --by host_bound --by regime");
     REQUIRE(r.rc == 0);
     const auto j = nlohmann::json::parse(r.out);
     const auto& by = j.at("summary").at("by");
@@ -236,6 +236,24 @@ TEST_CASE("validate --by groups the errors by the simulated plans' properties, a
     }
     for (const auto& g : by.at("host_bound"))
         CHECK(g.at("n").get<int>() == host_rows[g.at("host_bound").get<std::string>()]);
+    // Band coverage per regime: each row's regime and band from the same JSON, and the groups
+    // together give the file's coverage.
+    std::map<std::string, std::pair<int, int>> regime_rows; // regime -> (rows, inside)
+    for (const auto& row : j.at("rows")) {
+        if (row.at("status") == "skipped") continue;
+        const double m = row.at("measured_tokens_per_s_per_gpu").get<double>();
+        auto& [rows, inside] = regime_rows[row.at("regime").get<std::string>()];
+        ++rows;
+        inside += m >= row.at("predicted_p10").get<double>() && m <= row.at("predicted_p90").get<double>() ? 1 : 0;
+    }
+    double covered = 0;
+    for (const auto& g : by.at("regime")) {
+        const auto& [rows, inside] = regime_rows[g.at("regime").get<std::string>()];
+        CHECK(g.at("n").get<int>() == rows);
+        CHECK(g.at("band_coverage").get<double>() == Approx(static_cast<double>(inside) / rows));
+        covered += g.at("band_coverage").get<double>() * rows;
+    }
+    CHECK(covered / n == Approx(j.at("summary").at("band_coverage").get<double>()));
     const auto bad = run_trainsim("validate '" + csv.string() + "' --by tq", true);
     CHECK(bad.rc == 2);
     CHECK(bad.out.find("--by tq: unknown key 'tq'") != std::string::npos);

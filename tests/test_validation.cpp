@@ -148,6 +148,20 @@ TEST_CASE("errors grouped by the simulated plan's properties: statistics per gro
     CHECK(j[2].at("micro_batch") == 1);
     CHECK(j[1].at("n") == 2);
     CHECK(trainsim::sim::groups_json(by_tokens)[1].at("tokens_per_gpu") == "2k-8k");
+    CHECK(cross[0].bands.rows == 0); // no band table: no band statistics
+    CHECK_FALSE(j[0].contains("band_coverage"));
+    // With bands: the share of the group's rows measured inside theirs, and the median width.
+    for (auto& x : rep.rows) {
+        x.has_band = true;
+        x.measured = 100.0;
+        x.predicted_p10 = 90.0;
+        x.predicted_p90 = x.error_pct > 0 ? 99.0 : 108.0; // only the negative error's row holds 100
+    }
+    const auto banded = trainsim::sim::group_errors(rep, "tp");
+    CHECK(banded[0].bands.rows == 3);
+    CHECK(banded[0].bands.coverage == Approx(1.0 / 3.0));
+    CHECK(banded[0].bands.median_width == Approx(99.0 / 90.0 - 1.0)); // widths 0.1, 0.1, 0.2
+    CHECK(trainsim::sim::groups_json(banded)[0].at("band_coverage").get<double>() == Approx(1.0 / 3.0));
     CHECK_THROWS_WITH(trainsim::sim::group_errors(rep, "tq"), Catch::Contains("did you mean 'tp'"));
     CHECK_THROWS_AS(trainsim::sim::group_errors(rep, "tp:"), std::invalid_argument);
     CHECK_THROWS_WITH(trainsim::sim::group_errors(rep, "tp:micro_batch:tp"), Catch::Contains("'tp' given twice"));

@@ -217,6 +217,24 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     return best;
 }
 
+BandStats band_stats(const std::vector<const RowResult*>& rows) {
+    BandStats b;
+    std::vector<double> widths;
+    int inside = 0;
+    for (const auto* r : rows) {
+        if (!r->has_band) continue;
+        inside += r->measured >= r->predicted_p10 && r->measured <= r->predicted_p90 ? 1 : 0;
+        widths.push_back(r->predicted_p90 / r->predicted_p10 - 1.0);
+    }
+    b.rows = static_cast<int>(widths.size());
+    if (widths.empty()) return b;
+    std::sort(widths.begin(), widths.end());
+    b.coverage = static_cast<double>(inside) / static_cast<double>(widths.size());
+    b.median_width = widths.size() % 2 == 1 ? widths[widths.size() / 2]
+                                            : 0.5 * (widths[widths.size() / 2 - 1] + widths[widths.size() / 2]);
+    return b;
+}
+
 ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind, unsigned threads,
                                const ErrorModel* bands, const std::function<void(std::size_t, std::size_t)>& progress) {
     ValidationReport rep;
@@ -337,21 +355,13 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
     }
     rep.overall = error_stats(all);
     if (bands != nullptr) {
-        std::vector<double> widths;
-        int inside = 0;
-        for (const auto& r : rep.rows) {
-            if (r.status == "skipped" || !r.has_band) continue;
-            inside += r.measured >= r.predicted_p10 && r.measured <= r.predicted_p90 ? 1 : 0;
-            widths.push_back(r.predicted_p90 / r.predicted_p10 - 1.0);
-        }
-        rep.has_bands = !widths.empty();
-        if (rep.has_bands) {
-            std::sort(widths.begin(), widths.end());
-            rep.coverage = static_cast<double>(inside) / static_cast<double>(widths.size());
-            rep.median_width = widths.size() % 2 == 1
-                                   ? widths[widths.size() / 2]
-                                   : 0.5 * (widths[widths.size() / 2 - 1] + widths[widths.size() / 2]);
-        }
+        std::vector<const RowResult*> compared;
+        for (const auto& r : rep.rows)
+            if (r.status != "skipped") compared.push_back(&r);
+        const auto b = band_stats(compared);
+        rep.has_bands = b.rows > 0;
+        rep.coverage = b.coverage;
+        rep.median_width = b.median_width;
     }
     for (const auto& [k, v] : gp) rep.by_gpu_precision[k] = error_stats(v);
     for (const auto& [k, v] : sg) rep.by_source_group[k] = error_stats(v);
@@ -467,6 +477,7 @@ std::optional<GroupValue> group_value(const RowResult& r, const std::string& key
     if (key == "precision") return text(r.precision);
     if (key == "source_group") return text(r.source_group);
     if (key == "kind") return text(r.kind);
+    if (key == "regime") return text(r.regime.key());
     return std::nullopt;
 }
 } // namespace
@@ -475,7 +486,7 @@ const std::vector<std::string>& group_keys() {
     static const std::vector<std::string> keys{
         "tp",       "pp",        "vp",        "cp",        "dp",     "micro_batch", "grad_accum",
         "num_gpus", "seq_len",   "tokens_per_gpu", "host_bound", "sharding", "recompute", "framework",
-        "gpu",      "precision", "source_group",   "kind"};
+        "gpu",      "precision", "source_group",   "kind",       "regime"};
     return keys;
 }
 
@@ -496,21 +507,24 @@ std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::strin
         if (std::find(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(i), k) != keys.begin() + static_cast<std::ptrdiff_t>(i))
             throw std::invalid_argument(fmt::format("key '{}' given twice", k));
     }
-    std::map<std::vector<GroupValue>, std::vector<double>> groups;
+    std::map<std::vector<GroupValue>, std::vector<const RowResult*>> groups;
     for (const auto& row : r.rows) {
         if (row.status == "skipped") continue;
         std::vector<GroupValue> values;
         for (const auto& k : keys) values.push_back(*group_value(row, k));
-        groups[values].push_back(row.error_pct);
+        groups[values].push_back(&row);
     }
     std::vector<ErrorGroup> out;
-    for (const auto& [values, errors] : groups) {
+    for (const auto& [values, rows] : groups) {
         ErrorGroup g;
         for (std::size_t i = 0; i < keys.size(); ++i) {
             g.label += fmt::format("{}{}={}", i == 0 ? "" : " ", keys[i], values[i].second);
             g.values.emplace_back(keys[i], values[i].second);
         }
+        std::vector<double> errors;
+        for (const auto* row : rows) errors.push_back(row->error_pct);
         g.stats = error_stats(errors);
+        g.bands = band_stats(rows);
         out.push_back(std::move(g));
     }
     return out;
@@ -531,7 +545,10 @@ std::string groups_text(const std::string& spec, const std::vector<ErrorGroup>& 
     for (const auto& g : groups) {
         auto line = stats_line(g.label, g.stats, width);
         line.pop_back(); // the newline
-        s += fmt::format("{}  signed median {:+5.1f}%\n", line, g.stats.median_signed);
+        s += fmt::format("{}  signed median {:+5.1f}%", line, g.stats.median_signed);
+        if (g.bands.rows > 0)
+            s += fmt::format("  in band {:3.0f}% (width {:.0f}%)", 100 * g.bands.coverage, 100 * g.bands.median_width);
+        s += "\n";
     }
     return s;
 }
@@ -541,6 +558,10 @@ nlohmann::json groups_json(const std::vector<ErrorGroup>& groups) {
     for (const auto& g : groups) {
         nlohmann::json o = stats_json(g.stats);
         o["label"] = g.label;
+        if (g.bands.rows > 0) {
+            o["band_coverage"] = g.bands.coverage;
+            o["band_median_width"] = g.bands.median_width;
+        }
         // Each key's value, a number where the key counts something (tp, micro_batch, ...), else
         // its text (a bucket such as "2k-8k", a sharding, a framework).
         for (const auto& [k, v] : g.values) {

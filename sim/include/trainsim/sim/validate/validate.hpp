@@ -85,10 +85,19 @@ struct ValidationReport {
 // --by): `spec` is one key of group_keys() or several different ones joined by ':' (a cross
 // table, e.g. "tp:micro_batch"). Groups come in the keys' natural order (numbers ascending).
 // Throws std::invalid_argument naming an unknown or repeated key.
+// The 80% bands of some compared rows: how many had one, the share whose measurement lies inside
+// it, and its median width (p90 / p10 of the predicted throughput, minus 1).
+struct BandStats {
+    int rows = 0;
+    double coverage = 0, median_width = 0;
+};
+[[nodiscard]] BandStats band_stats(const std::vector<const RowResult*>& rows);
+
 struct ErrorGroup {
     std::string label;                                       // "tp=2 micro_batch=1", "tokens_per_gpu=2k-8k"
     std::vector<std::pair<std::string, std::string>> values; // each key and its value ("tp", "2")
     ErrorStats stats;
+    BandStats bands; // rows 0 without an error-band table
 };
 [[nodiscard]] const std::vector<std::string>& group_keys();
 [[nodiscard]] std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::string& spec);
