@@ -117,6 +117,11 @@ TEST_CASE("errors grouped by the simulated plan's properties: statistics per gro
     row(2, 2, 4096, -20.0);
     row(2, 2, 9000, 5.0, "does_not_fit"); // compared (a memory-model error), so counted
     row(8, 1, 1024, 99.0, "skipped");     // not compared: in no group
+    REQUIRE(rep.rows.size() == 5);
+    rep.rows[0].features.params = 70e9;
+    rep.rows[1].features.params = 1e9; // the edge belongs below
+    rep.rows[2].features.params = 1.3e9;
+    rep.rows[3].features.params = 7e9;
     const auto by_tp = trainsim::sim::group_errors(rep, "tp");
     REQUIRE(by_tp.size() == 2);
     CHECK(by_tp[0].label == "tp=2"); // numbers ascending, not as text ("16" < "2")
@@ -140,6 +145,13 @@ TEST_CASE("errors grouped by the simulated plan's properties: statistics per gro
     CHECK(by_tokens[1].label == "tokens_per_gpu=2k-8k");
     CHECK(by_tokens[2].label == "tokens_per_gpu=8k-32k");
     CHECK(by_tokens[0].stats.median_signed == Approx(25.0)); // 10 and 40
+    const auto by_params = trainsim::sim::group_errors(rep, "params");
+    REQUIRE(by_params.size() == 4);
+    CHECK(by_params[0].label == "params=<=1B");
+    CHECK(by_params[0].stats.n == 1);
+    CHECK(by_params[1].label == "params=1-3B");
+    CHECK(by_params[2].label == "params=3-10B");
+    CHECK(by_params[3].label == "params=30-100B");
     // JSON: the groups in the same order, each key's value typed (a count as a number).
     const auto j = trainsim::sim::groups_json(cross);
     REQUIRE(j.size() == 3);

@@ -447,6 +447,16 @@ GroupValue tokens_bucket(double t) {
     return {1e300, ">128k"};
 }
 
+// Model parameters in factor-of-~3 buckets: small models mean small kernels per token, where the
+// fixed costs weigh most.
+GroupValue params_bucket(double p) {
+    constexpr std::array<std::pair<double, const char*>, 6> edges{
+        {{1e9, "<=1B"}, {3e9, "1-3B"}, {10e9, "3-10B"}, {30e9, "10-30B"}, {100e9, "30-100B"}, {1e300, ">100B"}}};
+    for (const auto& [edge, label] : edges)
+        if (p <= edge) return {edge, label};
+    return {1e300, ">100B"};
+}
+
 // The share of the step the GPU waited for its host thread.
 GroupValue host_bound_bucket(const RowResult& r) {
     const double share = r.has_step && r.step_time_s > 0 ? r.breakdown.host_bound.seconds() / r.step_time_s : 0.0;
@@ -470,6 +480,7 @@ std::optional<GroupValue> group_value(const RowResult& r, const std::string& key
     if (key == "seq_len") return num(l.seq_len);
     if (key == "tokens_per_gpu") return tokens_bucket(l.tokens_per_gpu);
     if (key == "host_bound") return host_bound_bucket(r);
+    if (key == "params") return params_bucket(r.features.params);
     if (key == "sharding") return text(l.sharding);
     if (key == "recompute") return text(l.recompute);
     if (key == "framework") return text(l.framework);
@@ -485,7 +496,7 @@ std::optional<GroupValue> group_value(const RowResult& r, const std::string& key
 const std::vector<std::string>& group_keys() {
     static const std::vector<std::string> keys{
         "tp",       "pp",        "vp",        "cp",        "dp",     "micro_batch", "grad_accum",
-        "num_gpus", "seq_len",   "tokens_per_gpu", "host_bound", "sharding", "recompute", "framework",
+        "num_gpus", "seq_len",   "tokens_per_gpu", "host_bound", "params", "sharding", "recompute", "framework",
         "gpu",      "precision", "source_group",   "kind",       "regime"};
     return keys;
 }
