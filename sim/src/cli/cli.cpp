@@ -196,7 +196,7 @@ int run_cli(int argc, char** argv) {
         }
         for (const auto& spec : val_by) {
             try {
-                (void)group_errors(ValidationReport{}, spec);
+                (void)parse_group_spec(spec);
             } catch (const std::invalid_argument& e) {
                 std::cerr << fmt::format("trainsim: validate: --by {}: {}\n", spec, e.what());
                 return kExitBadInput;

@@ -53,11 +53,11 @@ model::Plan plan_base(const PlanArgs& a) {
         // No token budget given: the compute-optimal one for the model's size (Hoffmann et al.
         // 2022, "Training Compute-Optimal Large Language Models": about 20 tokens per parameter,
         // their Table 3), said on standard error so that the figures are not read as the user's.
-        base.training.tokens = kComputeOptimalTokensPerParam * model::count_params(base.model).total;
+        const double params = model::count_params(base.model).total;
+        base.training.tokens = kComputeOptimalTokensPerParam * params;
         std::cerr << fmt::format("trainsim: note: --tokens not given: {:.3g} tokens, {:.0f} per parameter of {}'s "
                                  "{:.3g} (compute-optimal, Hoffmann et al. 2022); give --tokens for your run\n",
-                                 base.training.tokens, kComputeOptimalTokensPerParam, base.model.name,
-                                 model::count_params(base.model).total);
+                                 base.training.tokens, kComputeOptimalTokensPerParam, base.model.name, params);
     }
     return base;
 }

@@ -15,13 +15,13 @@
 #include <atomic>
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 namespace trainsim::sim {
 
@@ -434,74 +434,81 @@ nlohmann::json report_json(const ValidationReport& r) {
 }
 
 namespace {
-// One key's value for a row: a sort key (numbers ascending, then text) and its label.
-using GroupValue = std::pair<double, std::string>;
+// One key's value for a row: a sort key (numbers ascending, then text), its label, and whether
+// it is a count (JSON gives a count as a number, a bucket or a name as text).
+struct GroupValue {
+    double order = 0;
+    std::string label;
+    bool count = false;
+    auto operator<=>(const GroupValue& o) const { return std::tie(order, label) <=> std::tie(o.order, o.label); }
+    bool operator==(const GroupValue& o) const { return order == o.order && label == o.label; }
+};
+
+GroupValue count(int v) { return {static_cast<double>(v), std::to_string(v), true}; }
+GroupValue text(const std::string& v) { return {0.0, v, false}; }
+
+// `v` in the first bucket whose upper edge (inclusive) holds it; the last edge is open.
+template <std::size_t N>
+GroupValue bucket(double v, const std::array<std::pair<double, const char*>, N>& edges) {
+    for (const auto& [edge, label] : edges)
+        if (v <= edge) return {edge, label, false};
+    return {edges.back().first, edges.back().second, false};
+}
 
 // Tokens per GPU per step in factor-of-4 buckets: few tokens per GPU mean short kernels, where the
 // host and the per-kernel fixed costs weigh most (docs/accuracy.md).
-GroupValue tokens_bucket(double t) {
-    constexpr std::array<std::pair<double, const char*>, 5> edges{
-        {{2048, "<=2k"}, {8192, "2k-8k"}, {32768, "8k-32k"}, {131072, "32k-128k"}, {1e300, ">128k"}}};
-    for (const auto& [edge, label] : edges)
-        if (t <= edge) return {edge, label};
-    return {1e300, ">128k"};
-}
-
-// Model parameters in factor-of-~3 buckets: small models mean small kernels per token, where the
-// fixed costs weigh most.
-GroupValue params_bucket(double p) {
-    constexpr std::array<std::pair<double, const char*>, 6> edges{
-        {{1e9, "<=1B"}, {3e9, "1-3B"}, {10e9, "3-10B"}, {30e9, "10-30B"}, {100e9, "30-100B"}, {1e300, ">100B"}}};
-    for (const auto& [edge, label] : edges)
-        if (p <= edge) return {edge, label};
-    return {1e300, ">100B"};
-}
-
-// The share of the step the GPU waited for its host thread.
-GroupValue host_bound_bucket(const RowResult& r) {
+constexpr std::array<std::pair<double, const char*>, 5> kTokenBuckets{
+    {{2048, "<=2k"}, {8192, "2k-8k"}, {32768, "8k-32k"}, {131072, "32k-128k"}, {1e300, ">128k"}}};
+// Model parameters in factor-of-~3 buckets: small models mean small kernels per token.
+constexpr std::array<std::pair<double, const char*>, 6> kParamBuckets{
+    {{1e9, "<=1B"}, {3e9, "1-3B"}, {10e9, "3-10B"}, {30e9, "10-30B"}, {100e9, "30-100B"}, {1e300, ">100B"}}};
+// The share of the step the GPU waited for its host thread (edges exclusive above: 1% is "1-10%").
+GroupValue host_bound(const RowResult& r) {
     const double share = r.has_step && r.step_time_s > 0 ? r.breakdown.host_bound.seconds() / r.step_time_s : 0.0;
-    if (share < 0.01) return {0, "<1%"};
-    if (share < 0.10) return {1, "1-10%"};
-    return {2, ">=10%"};
+    if (share < 0.01) return {0, "<1%", false};
+    if (share < 0.10) return {1, "1-10%", false};
+    return {2, ">=10%", false};
 }
 
-std::optional<GroupValue> group_value(const RowResult& r, const std::string& key) {
-    const auto& l = r.layout;
-    auto num = [](int v) { return GroupValue{static_cast<double>(v), std::to_string(v)}; };
-    auto text = [](const std::string& v) { return GroupValue{0.0, v}; };
-    if (key == "tp") return num(l.tp);
-    if (key == "pp") return num(l.pp);
-    if (key == "vp") return num(l.vp);
-    if (key == "cp") return num(l.cp);
-    if (key == "dp") return num(l.dp);
-    if (key == "micro_batch") return num(l.micro_batch);
-    if (key == "grad_accum") return num(l.grad_accum);
-    if (key == "num_gpus") return num(l.gpus);
-    if (key == "seq_len") return num(l.seq_len);
-    if (key == "tokens_per_gpu") return tokens_bucket(l.tokens_per_gpu);
-    if (key == "host_bound") return host_bound_bucket(r);
-    if (key == "params") return params_bucket(r.features.params);
-    if (key == "sharding") return text(l.sharding);
-    if (key == "recompute") return text(l.recompute);
-    if (key == "framework") return text(l.framework);
-    if (key == "gpu") return text(r.gpu);
-    if (key == "precision") return text(r.precision);
-    if (key == "source_group") return text(r.source_group);
-    if (key == "kind") return text(r.kind);
-    if (key == "regime") return text(r.regime.key());
-    return std::nullopt;
+// Every --by key and how a row gives its value, in the order the help lists them.
+using GroupKey = std::pair<const char*, GroupValue (*)(const RowResult&)>;
+const std::vector<GroupKey>& group_key_table() {
+    static const std::vector<GroupKey> table{
+        {"tp", [](const RowResult& r) { return count(r.layout.tp); }},
+        {"pp", [](const RowResult& r) { return count(r.layout.pp); }},
+        {"vp", [](const RowResult& r) { return count(r.layout.vp); }},
+        {"cp", [](const RowResult& r) { return count(r.layout.cp); }},
+        {"dp", [](const RowResult& r) { return count(r.layout.dp); }},
+        {"micro_batch", [](const RowResult& r) { return count(r.layout.micro_batch); }},
+        {"grad_accum", [](const RowResult& r) { return count(r.layout.grad_accum); }},
+        {"num_gpus", [](const RowResult& r) { return count(r.layout.gpus); }},
+        {"seq_len", [](const RowResult& r) { return count(r.layout.seq_len); }},
+        {"tokens_per_gpu", [](const RowResult& r) { return bucket(r.layout.tokens_per_gpu, kTokenBuckets); }},
+        {"host_bound", host_bound},
+        {"params", [](const RowResult& r) { return bucket(r.features.params, kParamBuckets); }},
+        {"sharding", [](const RowResult& r) { return text(r.layout.sharding); }},
+        {"recompute", [](const RowResult& r) { return text(r.layout.recompute); }},
+        {"framework", [](const RowResult& r) { return text(r.layout.framework); }},
+        {"gpu", [](const RowResult& r) { return text(r.gpu); }},
+        {"precision", [](const RowResult& r) { return text(r.precision); }},
+        {"source_group", [](const RowResult& r) { return text(r.source_group); }},
+        {"kind", [](const RowResult& r) { return text(r.kind); }},
+        {"regime", [](const RowResult& r) { return text(r.regime.key()); }},
+    };
+    return table;
 }
 } // namespace
 
 const std::vector<std::string>& group_keys() {
-    static const std::vector<std::string> keys{
-        "tp",       "pp",        "vp",        "cp",        "dp",     "micro_batch", "grad_accum",
-        "num_gpus", "seq_len",   "tokens_per_gpu", "host_bound", "params", "sharding", "recompute", "framework",
-        "gpu",      "precision", "source_group",   "kind",       "regime"};
+    static const std::vector<std::string> keys = [] {
+        std::vector<std::string> k;
+        for (const auto& [name, value] : group_key_table()) k.emplace_back(name);
+        return k;
+    }();
     return keys;
 }
 
-std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::string& spec) {
+std::vector<std::string> parse_group_spec(const std::string& spec) {
     std::vector<std::string> keys;
     for (std::size_t start = 0;;) {
         const auto end = spec.find(':', start);
@@ -509,28 +516,36 @@ std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::strin
         if (end == std::string::npos) break;
         start = end + 1;
     }
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-        const auto& k = keys[i];
-        if (std::find(group_keys().begin(), group_keys().end(), k) == group_keys().end())
-            throw std::invalid_argument(fmt::format("unknown key '{}'{} (one of {}, or several joined by ':')", k,
-                                                    model::did_you_mean(k, group_keys()),
+    for (auto it = keys.begin(); it != keys.end(); ++it) {
+        if (std::find(group_keys().begin(), group_keys().end(), *it) == group_keys().end())
+            throw std::invalid_argument(fmt::format("unknown key '{}'{} (one of {}, or several joined by ':')", *it,
+                                                    model::did_you_mean(*it, group_keys()),
                                                     fmt::join(group_keys(), ", ")));
-        if (std::find(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(i), k) != keys.begin() + static_cast<std::ptrdiff_t>(i))
-            throw std::invalid_argument(fmt::format("key '{}' given twice", k));
+        if (std::find(keys.begin(), it, *it) != it) throw std::invalid_argument(fmt::format("key '{}' given twice", *it));
     }
+    return keys;
+}
+
+std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::string& spec) {
+    const auto keys = parse_group_spec(spec);
+    std::vector<GroupValue (*)(const RowResult&)> getters;
+    for (const auto& k : keys)
+        getters.push_back(std::find_if(group_key_table().begin(), group_key_table().end(),
+                                       [&](const GroupKey& g) { return k == g.first; })
+                              ->second);
     std::map<std::vector<GroupValue>, std::vector<const RowResult*>> groups;
     for (const auto& row : r.rows) {
         if (row.status == "skipped") continue;
         std::vector<GroupValue> values;
-        for (const auto& k : keys) values.push_back(*group_value(row, k));
+        for (auto* get : getters) values.push_back(get(row));
         groups[values].push_back(&row);
     }
     std::vector<ErrorGroup> out;
     for (const auto& [values, rows] : groups) {
         ErrorGroup g;
         for (std::size_t i = 0; i < keys.size(); ++i) {
-            g.label += fmt::format("{}{}={}", i == 0 ? "" : " ", keys[i], values[i].second);
-            g.values.emplace_back(keys[i], values[i].second);
+            g.label += fmt::format("{}{}={}", i == 0 ? "" : " ", keys[i], values[i].label);
+            g.values.push_back({keys[i], values[i].label, values[i].count});
         }
         std::vector<double> errors;
         for (const auto* row : rows) errors.push_back(row->error_pct);
@@ -575,11 +590,7 @@ nlohmann::json groups_json(const std::vector<ErrorGroup>& groups) {
         }
         // Each key's value, a number where the key counts something (tp, micro_batch, ...), else
         // its text (a bucket such as "2k-8k", a sharding, a framework).
-        for (const auto& [k, v] : g.values) {
-            char* end = nullptr;
-            const long n = std::strtol(v.c_str(), &end, 10);
-            o[k] = !v.empty() && end != nullptr && *end == '\0' ? nlohmann::json(n) : nlohmann::json(v);
-        }
+        for (const auto& v : g.values) o[v.key] = v.count ? nlohmann::json(std::stol(v.value)) : nlohmann::json(v.value);
         j.push_back(std::move(o));
     }
     return j;

@@ -11,7 +11,6 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace trainsim::sim {
@@ -81,10 +80,6 @@ struct ValidationReport {
 // signed error with its regime and features.
 [[nodiscard]] std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& rows,
                                                      const std::string& file_name, bool held_out, unsigned threads);
-// The compared rows' signed errors grouped by properties of their simulated plans (validate
-// --by): `spec` is one key of group_keys() or several different ones joined by ':' (a cross
-// table, e.g. "tp:micro_batch"). Groups come in the keys' natural order (numbers ascending).
-// Throws std::invalid_argument naming an unknown or repeated key.
 // The 80% bands of some compared rows: how many had one, the share whose measurement lies inside
 // it, and its median width (p90 / p10 of the predicted throughput, minus 1).
 struct BandStats {
@@ -94,12 +89,22 @@ struct BandStats {
 [[nodiscard]] BandStats band_stats(const std::vector<const RowResult*>& rows);
 
 struct ErrorGroup {
-    std::string label;                                       // "tp=2 micro_batch=1", "tokens_per_gpu=2k-8k"
-    std::vector<std::pair<std::string, std::string>> values; // each key and its value ("tp", "2")
+    struct KeyValue {
+        std::string key, value; // "tp", "2"; "tokens_per_gpu", "2k-8k"
+        bool count = false;     // the value is a count (a number in JSON)
+    };
+    std::string label; // "tp=2 micro_batch=1", "tokens_per_gpu=2k-8k"
+    std::vector<KeyValue> values;
     ErrorStats stats;
     BandStats bands; // rows 0 without an error-band table
 };
 [[nodiscard]] const std::vector<std::string>& group_keys();
+// The keys of a --by spec: one key of group_keys() or several different ones joined by ':' (a
+// cross table, e.g. "tp:micro_batch"). Throws std::invalid_argument naming an unknown or
+// repeated key.
+[[nodiscard]] std::vector<std::string> parse_group_spec(const std::string& spec);
+// The compared rows' signed errors grouped by properties of their simulated plans (validate
+// --by), in the keys' natural order (numbers ascending). Throws as parse_group_spec.
 [[nodiscard]] std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::string& spec);
 
 // One summary line of error statistics, and a group table as `validate --by` prints it.
