@@ -685,6 +685,92 @@ TEST_CASE("a layer that waits for the GPU before its MLP: the MLP is issued afte
     CHECK(run(plan).step_time < r.step_time);
 }
 
+TEST_CASE("the trainer's timers and its batch load make the host wait at each micro-batch's edges",
+          "[executor][host]") {
+    // Megatron-LM 2021-22's synchronizing timers around each micro-batch's forward and backward,
+    // DeepSpeed's ThroughputTimer before each forward (Parallel::host_sync_microbatch), and
+    // Megatron's get_batch / broadcast_data blocking copies (host_sync_batch), without a pipeline.
+    auto plan = test::small_plan(2, 1, 1, 4, 1);
+    plan.parallel.host_dispatch = model::HostDispatch::legacy;
+    plan.parallel.sequence_parallel = false;
+    plan.parallel.host_sync_batch = true;
+    const int mbs = plan.grad_accum();
+    REQUIRE(mbs == 4);
+    auto names = [](const model::OpGraph& g) {
+        std::vector<std::string> v;
+        for (const auto& op : g.stages[0].ops) v.push_back(g.protos[op.proto].name);
+        return v;
+    };
+    auto count = [](const std::vector<std::string>& v, const std::string& n) {
+        return static_cast<int>(std::count(v.begin(), v.end(), n));
+    };
+    for (const auto mode : {model::MicrobatchSync::forward, model::MicrobatchSync::forward_backward}) {
+        plan.parallel.host_sync_microbatch = mode;
+        const auto g = model::build_workload(plan);
+        const auto v = names(g);
+        const int per_mb = mode == model::MicrobatchSync::forward ? 1 : 4;
+        CHECK(count(v, "timer_sync") == per_mb * mbs);
+        CHECK(count(v, "batch_load") == mbs);
+        const auto& ops = g.stages[0].ops;
+        for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
+            const auto& p = g.protos[ops[i].proto];
+            if (p.name == "batch_load") {
+                // After the forward's own timer start, before the embedding; ten launches, a wait.
+                CHECK(v[i - 1] == "timer_sync");
+                CHECK(v[i + 1] == "embedding");
+                CHECK(p.launches == 10);
+                CHECK(p.host_sync);
+                CHECK(p.bytes.value() == 2.0 * 8.0 * plan.training.micro_batch * plan.training.seq_len);
+            }
+            if (p.name == "timer_sync") {
+                CHECK(p.host_sync);
+                CHECK(p.launches == 0);
+                CHECK(ops[i].stream == model::Stream::compute);
+            }
+        }
+        // A synchronize has no kernel: no GPU time and no host launch.
+        const sim::ComputeCost cc(plan.hardware);
+        const auto sync = std::find(v.begin(), v.end(), "timer_sync") - v.begin();
+        CHECK(cc.cost(g.protos[ops[static_cast<std::size_t>(sync)].proto]) == Time());
+        // In the executor the embedding is issued only after the batch load ran on the GPU.
+        sim::ExecOptions opt;
+        opt.record_trace = true;
+        const auto r = sim::execute_step(plan, g, cc, sim::plan_network(plan), opt);
+        std::vector<const sim::TraceEvent*> by_op(ops.size(), nullptr);
+        for (const auto& e : r.trace)
+            if (e.rank == 0) by_op[e.op] = &e;
+        int checked = 0;
+        for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
+            if (v[i] != "batch_load") continue;
+            REQUIRE(by_op[i] != nullptr);
+            REQUIRE(by_op[i + 1] != nullptr);
+            CHECK(by_op[i + 1]->host_start >= by_op[i]->end);
+            ++checked;
+        }
+        CHECK(checked == mbs);
+    }
+    // Megatron's waits add to DeepSpeed's, which add to none (same kernels, more host waits).
+    plan.parallel.host_sync_microbatch = model::MicrobatchSync::forward_backward;
+    const Time both = run(plan).step_time;
+    plan.parallel.host_sync_microbatch = model::MicrobatchSync::forward;
+    const Time fwd = run(plan).step_time;
+    plan.parallel.host_sync_microbatch = model::MicrobatchSync::none;
+    plan.parallel.host_sync_batch = false;
+    const Time none = run(plan).step_time;
+    CHECK(fwd > none);
+    CHECK(both >= fwd);
+    // With a pipeline the transfers' own waits hold the host: none is emitted.
+    auto piped = test::small_plan(1, 2, 1, 4, 1);
+    piped.parallel.host_sync_microbatch = model::MicrobatchSync::forward_backward;
+    piped.parallel.host_sync_batch = true;
+    const auto gp = model::build_workload(piped);
+    for (const auto& st : gp.stages)
+        for (const auto& op : st.ops) {
+            CHECK(gp.protos[op.proto].name != "timer_sync");
+            CHECK(gp.protos[op.proto].name != "batch_load");
+        }
+}
+
 TEST_CASE("backward kernels are issued by the autograd engine at its own launch cost", "[executor][host]") {
     auto plan = one_gpu_plan();
     plan.parallel.host_dispatch = model::HostDispatch::legacy;

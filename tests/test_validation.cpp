@@ -376,6 +376,18 @@ TEST_CASE("Megatron-DeepSpeed rows run DeepSpeed's pipeline engine and Megatron-
     CHECK_FALSE(trainsim::model::framework_profile("megatron-deepspeed-bigscience-2022").parallel.host_sync_layer);
     CHECK_FALSE(trainsim::model::framework_profile("megatron-deepspeed-2021").parallel.host_sync_layer);
     CHECK_FALSE(trainsim::model::framework_profile("megatron-lm-2021").parallel.host_sync_layer);
+    // Every forward starts DeepSpeed's ThroughputTimer (a device synchronize), and its batch comes
+    // through Megatron's broadcast_data (blocking copies); Megatron-LM's own 2021-22 schedules wait
+    // around each forward and backward (its timers); Megatron-Core does neither.
+    using trainsim::model::MicrobatchSync;
+    CHECK(ds.parallel.host_sync_microbatch == MicrobatchSync::forward);
+    CHECK(ds.parallel.host_sync_batch);
+    for (const char* fw : {"megatron-lm-2021", "megatron-lm-2022"}) {
+        CHECK(trainsim::model::framework_profile(fw).parallel.host_sync_microbatch == MicrobatchSync::forward_backward);
+        CHECK(trainsim::model::framework_profile(fw).parallel.host_sync_batch);
+    }
+    CHECK(trainsim::model::framework_profile("megatron-core").parallel.host_sync_microbatch == MicrobatchSync::none);
+    CHECK_FALSE(trainsim::model::framework_profile("megatron-core").parallel.host_sync_batch);
     // Written the other way round, it is the same family (not DeepSpeed's ZeRO-3 profile).
     const auto swapped = trainsim::model::framework_profile("DeepSpeed-Megatron");
     CHECK(swapped.known);

@@ -133,6 +133,18 @@ std::string to_string(HostDispatch v) {
     return "?";
 }
 
+std::string to_string(MicrobatchSync v) {
+    switch (v) {
+        case MicrobatchSync::none:
+            return "none";
+        case MicrobatchSync::forward:
+            return "forward";
+        case MicrobatchSync::forward_backward:
+            return "forward-backward";
+    }
+    return "?";
+}
+
 std::string to_string(Elementwise v) {
     return v == Elementwise::fused ? "fused" : "eager";
 }

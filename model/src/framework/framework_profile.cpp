@@ -73,6 +73,9 @@ void megatron_lm_2021(FrameworkProfile& f) {
     f.parallel.host_dispatch = HostDispatch::legacy;
     // p2p_communication._communicate: torch.cuda.synchronize() after batch_isend_irecv.
     f.parallel.host_sync_p2p = true;
+    // get_batch / get_batch_pipe: mpu.broadcast_data's blocking .cpu() / .cuda() copies per
+    // micro-batch (Megatron-LM and both Megatron-DeepSpeed forks).
+    f.parallel.host_sync_batch = true;
 }
 } // namespace
 
@@ -129,6 +132,8 @@ constexpr Behaviour kBehaviours[] = {
     {"parallel.fused_optimizer", copy_member<&Parallel::fused_optimizer>},
     {"parallel.host_sync_p2p", copy_member<&Parallel::host_sync_p2p>},
     {"parallel.host_sync_layer", copy_member<&Parallel::host_sync_layer>},
+    {"parallel.host_sync_batch", copy_member<&Parallel::host_sync_batch>},
+    {"parallel.host_sync_microbatch", copy_member<&Parallel::host_sync_microbatch>},
 };
 } // namespace
 
@@ -238,6 +243,8 @@ FrameworkProfile framework_profile(const std::string& written) {
         // Narayanan et al. SC'21: PTD-P without a distributed optimizer; the data-parallel
         // all-reduce ran after the backward pass (Megatron-LM 2021 DDP, no overlap).
         megatron_lm_2021(f);
+        // Its own schedules, timed by synchronizing timers (megatron/global_vars.py _Timer).
+        f.parallel.host_sync_microbatch = MicrobatchSync::forward_backward;
         f.precision = Precision::fp16; // the SC'21 runs: "mixed precision (FP16)"
         f.why =
             "Megatron-LM 2021 (SC'21): no distributed optimizer, DP all-reduce after backward, no SP, unfused "
@@ -247,6 +254,7 @@ FrameworkProfile framework_profile(const std::string& written) {
         // scatter/gather serves their runs without SP) with the paper's additions: sequence
         // parallelism, selective recompute and the block method of full recompute.
         megatron_lm_2021(f);
+        f.parallel.host_sync_microbatch = MicrobatchSync::forward_backward; // timers until late-2022's levels
         f.parallel.sequence_parallel = true; // when tp > 1
         f.parallel.recompute = Recompute::selective;
         f.block_recompute = true;
@@ -265,6 +273,8 @@ FrameworkProfile framework_profile(const std::string& written) {
         // (pipe/p2p.py).
         megatron_lm_2021(f);
         f.tune_blank_vp = false;
+        // PipelineEngine._exec_forward_pass: self.tput_timer.start(), a device synchronize.
+        f.parallel.host_sync_microbatch = MicrobatchSync::forward;
         f.why =
             "Megatron-DeepSpeed: Megatron-LM 2021 model code (unfused attention, dropout 0.1, no SP, full "
             "recompute of every layer) on DeepSpeed's pipeline engine (1F1B, not interleaved; gradients "

@@ -144,6 +144,13 @@ std::vector<KeySpec> make_table() {
         key("parallel.host_sync_layer", "bool", "", "false",
             "The host waits for the GPU once per layer forward and recompute, before the MLP (Megatron-DeepSpeed's "
             "torch.tensor(0.0, device=...) for moe_loss / mlp_bias: a blocking host-to-device copy)"),
+        key("parallel.host_sync_batch", "bool", "", "false",
+            "The host waits for the GPU when it loads each micro-batch (Megatron's get_batch: broadcast_data reads "
+            "the sizes back with .cpu() and copies the tokens with .cuda())"),
+        one_of("parallel.host_sync_microbatch", spellings<MicrobatchSync>(3), "none",
+               "Where the trainer's timers make the host wait for the GPU: none; forward (before each micro-batch's "
+               "forward: DeepSpeed's ThroughputTimer); forward-backward (before and after each micro-batch's forward "
+               "and backward: Megatron-LM 2021-22's synchronizing timers)"),
         one_of("parallel.order", spellings<RankOrder>(6), "tp-cp-dp-pp",
                "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",

@@ -161,6 +161,11 @@ private:
                              std::uint32_t after);
 
     std::uint32_t compute_tracked(StageState& st, ProtoId proto, Category cat, int mb, int chunk);
+    // A host wait on the compute stream (a device synchronize, a blocking copy): it follows the
+    // kernels queued so far; the transfers the next kernel waits for stay attached to it (the
+    // program order of sends and receives is not the host's, so waiting for them here could
+    // wait for a peer that waits for us).
+    std::uint32_t host_wait(StageState& st, ProtoId proto, Category cat, int mb, int chunk);
 
     void attention_forward(StageState& st, Category cat, int mb, int chunk);
 

@@ -222,6 +222,14 @@ void Builder::recompute_alternate(StageState& st, int mb, int chunk) {
     compute_tracked(st, L.residual, cat, mb, chunk);
 }
 
+std::uint32_t Builder::host_wait(StageState& st, ProtoId proto, Category cat, int mb, int chunk) {
+    auto sends = std::move(st.blocking_sends);
+    st.blocking_sends.clear();
+    const auto id = emit_after(st, proto, Stream::compute, cat, mb, chunk, last_compute_);
+    st.blocking_sends = std::move(sends);
+    return id;
+}
+
 // Without P2P overlap the rank waits for its send before computing on (Megatron-LM 2021-22:
 // batch_isend_irecv, wait, torch.cuda.synchronize()).
 void Builder::blocking_p2p(StageState& st) {

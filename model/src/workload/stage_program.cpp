@@ -154,6 +154,31 @@ StageProgram Builder::build_stage(int stage) {
     // (gather_split_1d_tensor) before the stage computes with it.
     const ProtoId p2p_gather =
         scatter_gather ? collective("pp_gather", CollectiveOp::all_gather, Group::tp, act_bytes) : 0;
+    // The host's waits around a micro-batch (Parallel::host_sync_microbatch, host_sync_batch): a
+    // device synchronize has no kernel; loading a batch launches its copies and the few kernels
+    // that build the labels, loss mask, causal mask and position ids (10 launches: three
+    // blocking copies, two TP broadcasts, five mask and slice kernels; megatron/mpu/data.py
+    // broadcast_data and pretrain_gpt.py get_batch) on 2 x 8 B per token, and waits.
+    ProtoId timer_sync = 0, batch_load = 0;
+    // With a pipeline these waits fall next to the transfers' own (Megatron: forward-recv before
+    // forward-compute and get_batch, forward-send after them; DeepSpeed: RecvActivation before
+    // LoadMicroBatch), which already hold the host (host_sync_p2p, blocking sends); and the
+    // program order of a stage's sends and receives is not its host's (Megatron batches them),
+    // so a wait placed between them could wait for a peer that waits for us. They are emitted
+    // only without a pipeline.
+    if (p_.host_sync_microbatch != MicrobatchSync::none && pp == 1) {
+        timer_sync = memory("timer_sync", 0.0);
+        g_.protos[timer_sync].launches = 0;
+        g_.protos[timer_sync].host_sync = true;
+    }
+    if (p_.host_sync_batch && pp == 1) {
+        batch_load = memory("batch_load", 2.0 * 8.0 * static_cast<double>(tokens_));
+        g_.protos[batch_load].launches = 10;
+        g_.protos[batch_load].host_sync = true;
+    }
+    // Megatron's timers wait on both sides of the forward and of the backward; DeepSpeed's only
+    // before the forward.
+    const bool both_sides = p_.host_sync_microbatch == MicrobatchSync::forward_backward;
     const int nvs = pp * vp;
     auto tag = [&](bool fwd, int chunk_dst, int mb) {
         return static_cast<std::uint32_t>(((fwd ? 0 : 1) * vp + chunk_dst) * mbs + mb);
@@ -173,6 +198,8 @@ StageProgram Builder::build_stage(int stage) {
                 st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
                 if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, mb, c);
             }
+            if (timer_sync != 0) host_wait(st, timer_sync, Category::forward, mb, c);
+            if (batch_load != 0) host_wait(st, batch_load, Category::forward, mb, c);
             // forward order = reverse of backward-order units
             std::uint32_t prev2_done = kNone, prev_done = kNone;
             for (auto ui = units.rbegin(); ui != units.rend(); ++ui) {
@@ -205,6 +232,7 @@ StageProgram Builder::build_stage(int stage) {
                 prev2_done = prev_done;
                 prev_done = last_compute_;
             }
+            if (timer_sync != 0 && both_sides) host_wait(st, timer_sync, Category::forward, mb, c);
             if (vs < nvs - 1) {
                 const int dst = (vs + 1) % pp;
                 const int dst_chunk = (vs + 1) / pp;
@@ -222,6 +250,7 @@ StageProgram Builder::build_stage(int stage) {
                 st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
                 if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, mb, c);
             }
+            if (timer_sync != 0 && both_sides) host_wait(st, timer_sync, Category::backward, mb, c);
             ++bwd_count[static_cast<std::size_t>(c)];
             current_bwd_count_ = bwd_count[static_cast<std::size_t>(c)];
             std::uint32_t prev2_done = kNone, prev_done = kNone;
@@ -249,6 +278,7 @@ StageProgram Builder::build_stage(int stage) {
                 prev2_done = prev_done;
                 prev_done = last_compute_;
             }
+            if (timer_sync != 0 && both_sides) host_wait(st, timer_sync, Category::backward, mb, c);
             if (vs > 0) {
                 const int dst = (vs - 1) % pp;
                 const int dst_chunk = (vs - 1) / pp;

@@ -156,7 +156,10 @@ Time ComputeCost::cost(const model::OpProto& op) const {
         }
     case model::OpKind::attention_fwd:
     case model::OpKind::attention_bwd: return attention(op);
-    case model::OpKind::memory: return memory(op.bytes);
+    case model::OpKind::memory:
+        // A wait with no kernel (a device synchronize) costs the GPU nothing.
+        if (op.launches == 0 && op.bytes.value() <= 0) return Time();
+        return memory(op.bytes);
     default: break;
     }
     throw std::logic_error("ComputeCost::cost called for a communication op '" + op.name + "'");

@@ -67,6 +67,11 @@ enum class CrossEntropy { megatron, pytorch, fused };
 //              launched from a generated wrapper, no per-op dispatch;
 //   graphs   — the layer's kernels replayed from a captured CUDA graph.
 enum class HostDispatch { te, legacy, eager, compiled, graphs };
+// Where the trainer's own timing makes the host wait for the GPU around each micro-batch
+// (Parallel::host_sync_microbatch): nowhere; before each micro-batch's forward (DeepSpeed's
+// ThroughputTimer); before and after each micro-batch's forward and backward (Megatron-LM
+// 2021-22's synchronizing timers).
+enum class MicrobatchSync { none, forward, forward_backward };
 // How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
 // context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
 // tp-cp-dp-pp: TP inside a node, then CP and DP, pipeline stages outermost.
@@ -181,6 +186,25 @@ struct Parallel {
     // until the compute stream has run everything queued, the attention block's TP all-reduce
     // included (ProcessGroupNCCL makes the compute stream wait for it).
     bool host_sync_layer = false;
+    // The host waits for the GPU each time it loads a micro-batch: Megatron's get_batch (and
+    // Megatron-DeepSpeed's get_batch_pipe) calls mpu.broadcast_data, which copies the key sizes to
+    // the device, broadcasts them over the TP group and reads them back with .cpu(), then copies
+    // the tokens with .cuda() (blocking copies: the host stops until the compute stream has run
+    // everything queued), and builds the labels, loss mask, causal mask and position ids
+    // (megatron/mpu/data.py _build_key_size_numel_dictionaries and broadcast_data; pretrain_gpt.py
+    // get_batch / get_ltor_masks_and_position_ids, 2021-23). The stages that hold the embedding
+    // or the head load (DeepSpeed's pipeline engine: LoadMicroBatch on the first and last
+    // stage; Megatron's schedules call get_batch in every stage's forward_step).
+    bool host_sync_batch = false;
+    // The trainer's timers synchronize the device around each micro-batch. forward_backward:
+    // Megatron-LM 2021-22's _Timer.start / stop call torch.cuda.synchronize() (megatron/
+    // global_vars.py, until the late-2022 rewrite with timing levels) and its schedules wrap
+    // every micro-batch's forward in timers('forward-compute') and its backward in
+    // timers('backward-compute') (megatron/schedules.py forward_step / backward_step). forward:
+    // DeepSpeed's PipelineEngine starts its ThroughputTimer at every micro-batch's forward
+    // (_exec_forward_pass: self.tput_timer.start()), and ThroughputTimer.start() calls
+    // torch.cuda.synchronize() from the second step on (deepspeed/utils/timer.py, 2021-23).
+    MicrobatchSync host_sync_microbatch = MicrobatchSync::none;
     RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.
@@ -334,5 +358,6 @@ struct Scenario {
 [[nodiscard]] std::string to_string(Elementwise v);
 [[nodiscard]] std::string to_string(CrossEntropy v);
 [[nodiscard]] std::string to_string(HostDispatch v);
+[[nodiscard]] std::string to_string(MicrobatchSync v);
 
 } // namespace trainsim::model
