@@ -685,6 +685,81 @@ TEST_CASE("a layer that waits for the GPU before its MLP: the MLP is issued afte
     CHECK(run(plan).step_time < r.step_time);
 }
 
+TEST_CASE("bare tensor ops from a Python loop cost the measured bare-op time on every dispatch path",
+          "[executor][host]") {
+    // OpProto::plain_ops (an optimizer's per-tensor copies): HostCosts::plain_op per launch, the
+    // host-bench median of a no-grad op (2.6 us) plus the CUDA launch (2.5 us), not the model
+    // code's per-launch cost; divided by the node's CPU speed like every host cost.
+    for (const auto d : {model::HostDispatch::legacy, model::HostDispatch::te}) {
+        auto plan = one_gpu_plan();
+        plan.parallel.host_dispatch = d;
+        plan.hardware.host_cpu_speed = 0.8;
+        const auto hc = model::host_costs(d);
+        CHECK(hc.plain_op == Time::us(5.1));
+        auto g = kernel_chain(10, 0.0);
+        g.protos[1].plain_ops = true;
+        g.protos[1].launches = 3;
+        const auto r = run_graph(plan, g);
+        CHECK(r.host_busy == Time::from_seconds(5.1e-6 / 0.8) * 30);
+    }
+}
+
+TEST_CASE("DeepSpeed's FP16 optimizer without ZeRO works tensor by tensor: a host read per tensor, copies to "
+          "FP32 and back",
+          "[workload][host]") {
+    auto plan = test::small_plan(1, 1, 2, 4, 1);
+    plan.precision = model::Precision::fp16;
+    plan.parallel.sharding = model::Sharding::none;
+    plan.parallel.optimizer_per_tensor = true;
+    const auto g = model::build_workload(plan);
+    const auto params = model::count_params(plan.model);
+    // tp 1, pp 1: the rank holds every layer, the embedding and the head (the workload's units;
+    // the final norm's vector is not one of them).
+    const double local = params.total - params.final_norm;
+    const int layers = plan.model.layers;
+    const int tensors = 12 * layers + 2 + 3; // Megatron-LM 2021's layer, embedding, head
+    int checks = 0, check_launches = 0;
+    double check_bytes = 0;
+    const model::OpProto* flat = nullptr;
+    const model::OpProto* back = nullptr;
+    for (const auto& op : g.stages[0].ops) {
+        const auto& p = g.protos[op.proto];
+        if (p.name == "overflow_check") {
+            ++checks;
+            check_launches += p.launches;
+            check_bytes += p.bytes.value();
+            CHECK(p.host_sync);
+            CHECK(p.plain_ops);
+            CHECK(op.category == model::Category::optimizer);
+        }
+        if (p.name == "grads_to_fp32_flat") flat = &p;
+        if (p.name == "params_copy_back") back = &p;
+    }
+    CHECK(checks == layers + 2); // one wait per unit: every layer, the embedding, the head
+    CHECK(check_launches == 3 * tensors);
+    CHECK(check_bytes == Approx(10.0 * local).epsilon(1e-9));
+    REQUIRE(flat != nullptr);
+    REQUIRE(back != nullptr);
+    CHECK(flat->launches == tensors + 1);
+    CHECK(flat->bytes.value() == Approx(14.0 * local).epsilon(1e-9));
+    CHECK(back->launches == tensors);
+    CHECK(back->bytes.value() == Approx(6.0 * local).epsilon(1e-9));
+    CHECK(back->plain_ops);
+    // Only DeepSpeed's FP16_Optimizer: not in BF16, not under ZeRO.
+    for (const auto& [prec, shard] : {std::pair{model::Precision::bf16, model::Sharding::none},
+                                      std::pair{model::Precision::fp16, model::Sharding::zero1}}) {
+        auto other = plan;
+        other.precision = prec;
+        other.parallel.sharding = shard;
+        const auto go = model::build_workload(other);
+        for (const auto& op : go.stages[0].ops) CHECK(go.protos[op.proto].name != "overflow_check");
+    }
+    // And it costs time: the same plan with the flat optimizer is faster.
+    auto flat_plan = plan;
+    flat_plan.parallel.optimizer_per_tensor = false;
+    CHECK(run(flat_plan).step_time < run(plan).step_time);
+}
+
 TEST_CASE("the trainer's timers and its batch load make the host wait at each micro-batch's edges",
           "[executor][host]") {
     // Megatron-LM 2021-22's synchronizing timers around each micro-batch's forward and backward,

@@ -48,8 +48,9 @@ constexpr double kMaxOtherHeldOutWorst = 68.0; // reached 72.1; 66.8 (OPT-175B, 
 // the issue's target is 10%.
 // Reached 32.1; 31.9 with the host timeline; 20.6 with the fused-softmax limits, measured A100
 // collectives and measured legacy host costs; 17.4 with Megatron-DeepSpeed's per-layer host wait;
-// 12.0 with the DGX A100 host CPU's speed (node.host_cpu_speed).
-constexpr double kMaxVtrainMape = 12.5;
+// 12.0 with the DGX A100 host CPU's speed (node.host_cpu_speed); 10.8 with the waits at each
+// micro-batch's edges and DeepSpeed's per-tensor FP16 optimizer.
+constexpr double kMaxVtrainMape = 11.3;
 
 fs::path dev_set() {
     if (const char* env = std::getenv("TRAINSIM_VALIDATION_CSV"); env != nullptr && *env != '\0') return env;
@@ -382,6 +383,9 @@ TEST_CASE("Megatron-DeepSpeed rows run DeepSpeed's pipeline engine and Megatron-
     using trainsim::model::MicrobatchSync;
     CHECK(ds.parallel.host_sync_microbatch == MicrobatchSync::forward);
     CHECK(ds.parallel.host_sync_batch);
+    // ZeRO stage 0 in FP16: DeepSpeed's FP16_Optimizer, tensor by tensor.
+    CHECK(ds.parallel.optimizer_per_tensor);
+    CHECK_FALSE(trainsim::model::framework_profile("megatron-core").parallel.optimizer_per_tensor);
     for (const char* fw : {"megatron-lm-2021", "megatron-lm-2022"}) {
         CHECK(trainsim::model::framework_profile(fw).parallel.host_sync_microbatch == MicrobatchSync::forward_backward);
         CHECK(trainsim::model::framework_profile(fw).parallel.host_sync_batch);

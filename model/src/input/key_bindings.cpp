@@ -216,6 +216,8 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         bool_key<B>("parallel.host_sync_p2p", [](B& b) -> bool& { return b.plan.parallel.host_sync_p2p; }),
         bool_key<B>("parallel.host_sync_layer", [](B& b) -> bool& { return b.plan.parallel.host_sync_layer; }),
         bool_key<B>("parallel.host_sync_batch", [](B& b) -> bool& { return b.plan.parallel.host_sync_batch; }),
+        bool_key<B>("parallel.optimizer_per_tensor",
+                    [](B& b) -> bool& { return b.plan.parallel.optimizer_per_tensor; }),
         enum_key<B, MicrobatchSync>("parallel.host_sync_microbatch",
                                     [](B& b) -> MicrobatchSync& { return b.plan.parallel.host_sync_microbatch; }),
         bool_key<B>("parallel.fp8_params", [](B& b) -> bool& { return b.plan.parallel.fp8_params; }),

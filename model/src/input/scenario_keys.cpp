@@ -147,6 +147,9 @@ std::vector<KeySpec> make_table() {
         key("parallel.host_sync_batch", "bool", "", "false",
             "The host waits for the GPU when it loads each micro-batch (Megatron's get_batch: broadcast_data reads "
             "the sizes back with .cpu() and copies the tokens with .cuda())"),
+        key("parallel.optimizer_per_tensor", "bool", "", "false",
+            "The optimizer works tensor by tensor (DeepSpeed's FP16_Optimizer without ZeRO): a host read of each "
+            "gradient's sum for the overflow check, per-tensor FP32 copies into a flat buffer and back"),
         one_of("parallel.host_sync_microbatch", spellings<MicrobatchSync>(3), "none",
                "Where the trainer's timers make the host wait for the GPU: none; forward (before each micro-batch's "
                "forward: DeepSpeed's ThroughputTimer); forward-backward (before and after each micro-batch's forward "

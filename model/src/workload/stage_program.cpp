@@ -316,6 +316,33 @@ StageProgram Builder::build_stage(int stage) {
     // all-reduce), which every Megatron / DeepSpeed / FSDP trainer reads back on the host
     // (clip_grad_norm: total_norm.item(); FP16 adds the overflow check found_inf.item()): the
     // host waits for the whole backward before it issues the update.
+    // DeepSpeed's FP16_Optimizer (Parallel::optimizer_per_tensor; without ZeRO, in FP16): per
+    // parameter tensor, the overflow check's FP32 copy and sum (2 + 4 B written and 4 B read per
+    // element) and the read of the sum to the host (3 bare ops), serially: one wait per tensor,
+    // taken here per unit (a layer's tensors together); then every gradient copied to FP32
+    // (2 + 4 B) and the copies flattened into one buffer (4 + 4 B). Bare ops from a Python loop
+    // (OpProto::plain_ops). Megatron-LM 2021's layer has 12 parameter
+    // tensors (two LayerNorms, QKV, projection, FC1, FC2, each weight and bias), the embedding 2
+    // (words, positions), the head 3 (final LayerNorm, the tied or own output weight).
+    const bool per_tensor =
+        p_.optimizer_per_tensor && p_.sharding == Sharding::none && plan_.precision == Precision::fp16;
+    int tensors = 0;
+    if (per_tensor) {
+        for (const auto& u : chunk_units)
+            for (int unit : u) {
+                const int n = unit == kEmbedUnit ? 2 : unit == kHeadUnit ? 3 : 12;
+                tensors += n;
+                const ProtoId check = memory("overflow_check", unit_params(unit) * 10.0);
+                g_.protos[check].launches = 3 * n;
+                g_.protos[check].plain_ops = true;
+                g_.protos[check].host_sync = true;
+                compute(st, check, Category::optimizer, 0, 0);
+            }
+        const ProtoId flat = memory("grads_to_fp32_flat", local_params * 14.0);
+        g_.protos[flat].launches = tensors + 1;
+        g_.protos[flat].plain_ops = true;
+        compute(st, flat, Category::optimizer, 0, 0);
+    }
     const ProtoId norm = memory("grad_norm", shard_params * 4.0);
     g_.protos[norm].launches = 2;
     g_.protos[norm].host_sync = true;
@@ -326,6 +353,13 @@ StageProgram Builder::build_stage(int stage) {
     // a pass per step of the update over every list (12 foreach ops, a launch per chunk of each).
     g_.protos[adam].launches = p_.fused_optimizer ? 10 : 40;
     compute(st, adam, Category::optimizer, 0, 0);
+    if (per_tensor) {
+        // The updated weights copied back one tensor at a time from the flat FP32 master (4 + 2 B).
+        const ProtoId back = memory("params_copy_back", local_params * 6.0);
+        g_.protos[back].launches = tensors;
+        g_.protos[back].plain_ops = true;
+        compute(st, back, Category::optimizer, 0, 0);
+    }
     return std::move(st.prog);
 }
 

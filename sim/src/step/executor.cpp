@@ -116,7 +116,7 @@ public:
         }
         // The host costs are the reference CPU's; the node's own CPU issues them at its speed.
         auto hc = model::host_costs(plan.parallel.host_dispatch);
-        for (Time* t : {&hc.forward_launch, &hc.backward_launch, &hc.collective_call, &hc.p2p_call})
+        for (Time* t : {&hc.forward_launch, &hc.backward_launch, &hc.collective_call, &hc.p2p_call, &hc.plain_op})
             *t = Time::from_seconds(t->seconds() / plan.hardware.host_cpu_speed);
         host_cost_.assign(2 * g_.protos.size(), Time());
         for (std::size_t i = 1; i < g_.protos.size(); ++i) {
@@ -128,8 +128,8 @@ public:
                 host_cost_[2 * i] = host_cost_[2 * i + 1] = call * calls;
             } else {
                 const auto n = static_cast<std::int64_t>(std::max(0, p.launches));
-                host_cost_[2 * i] = hc.forward_launch * n;
-                host_cost_[2 * i + 1] = hc.backward_launch * n;
+                host_cost_[2 * i] = (p.plain_ops ? hc.plain_op : hc.forward_launch) * n;
+                host_cost_[2 * i + 1] = (p.plain_ops ? hc.plain_op : hc.backward_launch) * n;
             }
         }
         for (const auto& st : g_.stages) stages_.push_back(make_static(st));

@@ -205,6 +205,13 @@ struct Parallel {
     // (_exec_forward_pass: self.tput_timer.start()), and ThroughputTimer.start() calls
     // torch.cuda.synchronize() from the second step on (deepspeed/utils/timer.py, 2021-23).
     MicrobatchSync host_sync_microbatch = MicrobatchSync::none;
+    // DeepSpeed's FP16_Optimizer, its optimizer without ZeRO (sharding none, FP16; deepspeed/
+    // runtime/fp16/fused_optimizer.py step()), works parameter tensor by parameter tensor: the
+    // overflow check reads each gradient's sum back to the host (CheckOverflow.has_overflow_serial
+    // -> _has_inf_or_nan: float(x.float().sum()), deepspeed/runtime/utils.py), every gradient is
+    // copied to FP32 (p.grad.to(float32)) and flattened into one buffer, and after the update
+    // every weight is copied back from the flat FP32 master (p.data.copy_(q.data)).
+    bool optimizer_per_tensor = false;
     RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.

@@ -63,6 +63,7 @@ struct HostCosts {
     Time backward_launch; // per kernel issued by the C++ autograd engine
     Time collective_call; // per torch.distributed collective (ProcessGroupNCCL -> ncclAllReduce ...)
     Time p2p_call;        // per pipeline send or receive
+    Time plain_op;        // per bare tensor op from a Python loop, no autograd (OpProto::plain_ops)
 };
 [[nodiscard]] HostCosts host_costs(HostDispatch dispatch);
 // Whether `framework` names a family framework_profile() knows, bare or with "-<release>"

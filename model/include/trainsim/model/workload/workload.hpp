@@ -74,6 +74,9 @@ struct OpProto {
     // (`.item()` on its result, torch.cuda.synchronize()).
     std::int32_t launches = 1;
     bool host_sync = false;
+    // Its launches are bare tensor ops from a Python loop (an optimizer's per-tensor copies),
+    // not the model code's: each costs HostCosts::plain_op, whatever the dispatch path.
+    bool plain_ops = false;
 };
 
 struct Op {
