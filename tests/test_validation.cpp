@@ -48,7 +48,7 @@ constexpr double kMaxOtherHeldOutWorst = 68.0; // reached 72.1; 66.8 (OPT-175B, 
 // the target is 10%.
 // Reached 32.1; 31.9 with the host timeline; 20.6 with the fused-softmax limits, measured A100
 // collectives and measured legacy host costs; 17.4 with Megatron-DeepSpeed's per-layer host wait;
-// 12.0 with the DGX A100 host CPU's speed (node.host_cpu_speed); 10.8 with the waits at each
+// 12.0 with the DGX A100 host CPU's speed (node.host_cpu_speed); 10.9 with the waits at each
 // micro-batch's edges and DeepSpeed's per-tensor FP16 optimizer.
 constexpr double kMaxVtrainMape = 11.3;
 

@@ -146,14 +146,15 @@ std::vector<KeySpec> make_table() {
             "torch.tensor(0.0, device=...) for moe_loss / mlp_bias: a blocking host-to-device copy)"),
         key("parallel.host_sync_batch", "bool", "", "false",
             "The host waits for the GPU when it loads each micro-batch (Megatron's get_batch: broadcast_data reads "
-            "the sizes back with .cpu() and copies the tokens with .cuda())"),
+            "the sizes back with .cpu() and copies the tokens with .cuda()); without a pipeline only"),
         key("parallel.optimizer_per_tensor", "bool", "", "false",
             "The optimizer works tensor by tensor (DeepSpeed's FP16_Optimizer without ZeRO): a host read of each "
-            "gradient's sum for the overflow check, per-tensor FP32 copies into a flat buffer and back"),
+            "gradient's sum for the overflow check, per-tensor FP32 copies into a flat buffer and back; FP16 with "
+            "sharding none only"),
         one_of("parallel.host_sync_microbatch", spellings<MicrobatchSync>(3), "none",
                "Where the trainer's timers make the host wait for the GPU: none; forward (before each micro-batch's "
                "forward: DeepSpeed's ThroughputTimer); forward-backward (before and after each micro-batch's forward "
-               "and backward: Megatron-LM 2021-22's synchronizing timers)"),
+               "and backward: Megatron-LM 2021-22's synchronizing timers); without a pipeline only"),
         one_of("parallel.order", spellings<RankOrder>(6), "tp-cp-dp-pp",
                "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",

@@ -223,9 +223,14 @@ void Builder::recompute_alternate(StageState& st, int mb, int chunk) {
 }
 
 std::uint32_t Builder::host_wait(StageState& st, ProtoId proto, Category cat, int mb, int chunk) {
+    // A device synchronize waits for every stream: the ops the next kernel waits for (an
+    // overlapped TP collective, a prefetched gather) and the latest sharded-gradient reduce too.
+    std::vector<std::uint32_t> deps(st.pending.begin(), st.pending.end());
+    for (const auto d : {last_compute_, last_reduce_})
+        if (d != kNone) deps.push_back(d);
     auto sends = std::move(st.blocking_sends);
     st.blocking_sends.clear();
-    const auto id = emit_after(st, proto, Stream::compute, cat, mb, chunk, last_compute_);
+    const auto id = emit_aside(st, proto, Stream::compute, cat, mb, chunk, deps);
     st.blocking_sends = std::move(sends);
     return id;
 }

@@ -174,6 +174,7 @@ StageProgram Builder::build_stage(int stage) {
     if (p_.host_sync_batch && pp == 1) {
         batch_load = memory("batch_load", 2.0 * 8.0 * static_cast<double>(tokens_));
         g_.protos[batch_load].launches = 10;
+        g_.protos[batch_load].plain_ops = true; // no-grad tensor ops and copies, not the model's layer code
         g_.protos[batch_load].host_sync = true;
     }
     // Megatron's timers wait on both sides of the forward and of the backward; DeepSpeed's only
@@ -323,14 +324,16 @@ StageProgram Builder::build_stage(int stage) {
     // (2 + 4 B) and the copies flattened into one buffer (4 + 4 B). Bare ops from a Python loop
     // (OpProto::plain_ops). Megatron-LM 2021's layer has 12 parameter
     // tensors (two LayerNorms, QKV, projection, FC1, FC2, each weight and bias), the embedding 2
-    // (words, positions), the head 3 (final LayerNorm, the tied or own output weight).
+    // (words, positions), the head the final LayerNorm's 2 and its output weight unless that is
+    // the embedding's own tensor on this stage (tied, no pipeline).
     const bool per_tensor =
         p_.optimizer_per_tensor && p_.sharding == Sharding::none && plan_.precision == Precision::fp16;
     int tensors = 0;
     if (per_tensor) {
         for (const auto& u : chunk_units)
             for (int unit : u) {
-                const int n = unit == kEmbedUnit ? 2 : unit == kHeadUnit ? 3 : 12;
+                const int head = 2 + (m_.tied_embeddings && has_embed ? 0 : 1);
+                const int n = unit == kEmbedUnit ? 2 : unit == kHeadUnit ? head : 12;
                 tensors += n;
                 const ProtoId check = memory("overflow_check", unit_params(unit) * 10.0);
                 g_.protos[check].launches = 3 * n;

@@ -192,9 +192,8 @@ struct Parallel {
     // the tokens with .cuda() (blocking copies: the host stops until the compute stream has run
     // everything queued), and builds the labels, loss mask, causal mask and position ids
     // (megatron/mpu/data.py _build_key_size_numel_dictionaries and broadcast_data; pretrain_gpt.py
-    // get_batch / get_ltor_masks_and_position_ids, 2021-23). The stages that hold the embedding
-    // or the head load (DeepSpeed's pipeline engine: LoadMicroBatch on the first and last
-    // stage; Megatron's schedules call get_batch in every stage's forward_step).
+    // get_batch / get_ltor_masks_and_position_ids, 2021-23). Modelled without a pipeline only
+    // (with one, the transfers' own waits hold the host: stage_program.cpp).
     bool host_sync_batch = false;
     // The trainer's timers synchronize the device around each micro-batch. forward_backward:
     // Megatron-LM 2021-22's _Timer.start / stop call torch.cuda.synchronize() (megatron/
