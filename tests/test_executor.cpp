@@ -636,6 +636,35 @@ TEST_CASE("a slower host CPU issues the same launches in proportionally more tim
     CHECK(r.step_time == launch * 100 + k);
 }
 
+namespace {
+// Runs `g` with a trace and checks, for every op named `wait`, that the host issues the op after
+// it only once the wait has run on the GPU. Returns how many waits were checked and the step time.
+struct WaitsChecked {
+    int checked = 0;
+    Time step_time;
+};
+WaitsChecked check_issued_after_waits(const model::Plan& plan, const model::OpGraph& g, const std::string& wait) {
+    const auto& ops = g.stages[0].ops;
+    const sim::ComputeCost cc(plan.hardware);
+    sim::ExecOptions opt;
+    opt.record_trace = true;
+    const auto r = sim::execute_step(plan, g, cc, sim::plan_network(plan), opt);
+    std::vector<const sim::TraceEvent*> by_op(ops.size(), nullptr);
+    for (const auto& e : r.trace)
+        if (e.rank == 0) by_op[e.op] = &e;
+    WaitsChecked out;
+    out.step_time = r.step_time;
+    for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
+        if (g.protos[ops[i].proto].name != wait) continue;
+        REQUIRE(by_op[i] != nullptr);
+        REQUIRE(by_op[i + 1] != nullptr);
+        CHECK(by_op[i + 1]->host_start >= by_op[i]->end);
+        ++out.checked;
+    }
+    return out;
+}
+} // namespace
+
 TEST_CASE("a layer that waits for the GPU before its MLP: the MLP is issued after everything before it ran",
           "[executor][host]") {
     // Megatron-DeepSpeed's torch.tensor(0.0, device=...) scalars (Parallel::host_sync_layer):
@@ -664,25 +693,11 @@ TEST_CASE("a layer that waits for the GPU before its MLP: the MLP is issued afte
     CHECK(syncs == passes);
     // In the executor fc1 is issued by the host only once the sync op (and, stream-ordered, the
     // attention block and its TP all-reduce before it) has run on the GPU.
-    const sim::ComputeCost cc(plan.hardware);
-    sim::ExecOptions opt;
-    opt.record_trace = true;
-    const auto r = sim::execute_step(plan, g, cc, sim::plan_network(plan), opt);
-    std::vector<const sim::TraceEvent*> by_op(ops.size(), nullptr);
-    for (const auto& e : r.trace)
-        if (e.rank == 0) by_op[e.op] = &e;
-    int checked = 0;
-    for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
-        if (g.protos[ops[i].proto].name != "layer_scalar_sync") continue;
-        REQUIRE(by_op[i] != nullptr);
-        REQUIRE(by_op[i + 1] != nullptr);
-        CHECK(by_op[i + 1]->host_start >= by_op[i]->end);
-        ++checked;
-    }
-    CHECK(checked == passes);
+    const auto waited = check_issued_after_waits(plan, g, "layer_scalar_sync");
+    CHECK(waited.checked == passes);
     // And the host's wait costs time: the same plan without it is faster.
     plan.parallel.host_sync_layer = false;
-    CHECK(run(plan).step_time < r.step_time);
+    CHECK(run(plan).step_time < waited.step_time);
 }
 
 TEST_CASE("bare tensor ops from a Python loop cost the measured bare-op time on every dispatch path",
@@ -812,21 +827,7 @@ TEST_CASE("the trainer's timers and its batch load make the host wait at each mi
         const auto sync = std::find(v.begin(), v.end(), "timer_sync") - v.begin();
         CHECK(cc.cost(g.protos[ops[static_cast<std::size_t>(sync)].proto]) == Time());
         // In the executor the embedding is issued only after the batch load ran on the GPU.
-        sim::ExecOptions opt;
-        opt.record_trace = true;
-        const auto r = sim::execute_step(plan, g, cc, sim::plan_network(plan), opt);
-        std::vector<const sim::TraceEvent*> by_op(ops.size(), nullptr);
-        for (const auto& e : r.trace)
-            if (e.rank == 0) by_op[e.op] = &e;
-        int checked = 0;
-        for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
-            if (v[i] != "batch_load") continue;
-            REQUIRE(by_op[i] != nullptr);
-            REQUIRE(by_op[i + 1] != nullptr);
-            CHECK(by_op[i + 1]->host_start >= by_op[i]->end);
-            ++checked;
-        }
-        CHECK(checked == mbs);
+        CHECK(check_issued_after_waits(plan, g, "batch_load").checked == mbs);
     }
     // Megatron's waits add to DeepSpeed's, which add to none, and the batch load to each (same
     // kernels, more host waits).
