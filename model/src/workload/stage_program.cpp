@@ -330,9 +330,9 @@ StageProgram Builder::build_stage(int stage) {
         p_.optimizer_per_tensor && p_.sharding == Sharding::none && plan_.precision == Precision::fp16;
     int tensors = 0;
     if (per_tensor) {
+        const int head = 2 + (m_.tied_embeddings && has_embed ? 0 : 1);
         for (const auto& u : chunk_units)
             for (int unit : u) {
-                const int head = 2 + (m_.tied_embeddings && has_embed ? 0 : 1);
                 const int n = unit == kEmbedUnit ? 2 : unit == kHeadUnit ? head : 12;
                 tensors += n;
                 const ProtoId check = memory("overflow_check", unit_params(unit) * 10.0);
