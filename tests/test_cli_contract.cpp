@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -44,6 +45,15 @@ TEST_CASE("every question scenario prints days, GPU-hours and cost in JSON", "[c
         int fitting = 0;
         for (const auto& p : j["plans"]) {
             for (const char* f : kFields) CHECK(p.contains(f));
+            // The memory parts add up to the peak: the optimizer step's temporaries take the
+            // place of the activations it runs after (docs/model.md "Memory").
+            const auto& m = p["memory"];
+            const auto gib = [&](const char* k) { return m[k].get<double>(); };
+            CHECK(gib("weights_gib") + gib("gradients_gib") + gib("optimizer_gib") +
+                      std::max(gib("activations_gib"), gib("step_transient_gib")) + gib("fp8_buffers_gib") +
+                      gib("workspace_gib") + gib("reserved_gib") ==
+                  Approx(gib("total_gib")).epsilon(1e-9));
+            CHECK(p["memory_per_gpu_gib"].get<double>() == Approx(gib("total_gib")).epsilon(1e-9));
             all_fit = all_fit && p["fits"].get<bool>();
             if (!p["fits"].get<bool>()) {
                 CHECK(p["days_to_train"].is_null());

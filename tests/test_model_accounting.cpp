@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <string>
@@ -191,6 +192,48 @@ TEST_CASE("weights and optimizer state follow the per-sharding bytes per paramet
     plan.parallel.fsdp_fetch = FsdpFetch::layer;
     plan.parallel.fsdp_prefetch = false;
     CHECK(stage_memory(plan, 0).weights.value() == Approx(2.0 * P / 8 + 2.0 * unit));
+}
+
+TEST_CASE("DeepSpeed's FP16_Optimizer holds FP16 gradients, then their FP32 copies and flat buffer after backward",
+          "[memory]") {
+    // deepspeed/runtime/fp16/fused_optimizer.py, FP16_Optimizer.step: the FP16 .grad tensors
+    // (2 B per parameter) stay until every one has been copied to FP32 (p.grad.to(float32), 4 B)
+    // and the copies flattened into one buffer (_flatten_dense_tensors, 4 B): 8 B per parameter
+    // on top, after the backward has freed the activations.
+    auto plan = trainsim::test::small_plan(1, 1, 2);
+    plan.precision = Precision::fp16;
+    plan.parallel.sharding = Sharding::none;
+    const auto megatron = stage_memory(plan, 0);
+    const double P = megatron.local_params;
+    CHECK(megatron.gradients.value() == Approx(4.0 * P)); // Megatron's FP32 main gradients
+    CHECK(megatron.step_transient.value() == 0.0);
+    plan.parallel.optimizer_per_tensor = true;
+    CHECK(per_tensor_fp16_optimizer(plan));
+    const auto ds = stage_memory(plan, 0);
+    CHECK(ds.gradients.value() == Approx(2.0 * P));
+    CHECK(ds.step_transient.value() == Approx(8.0 * P));
+    CHECK(ds.weights.value() == Approx(megatron.weights.value()));
+    CHECK(ds.optimizer.value() == Approx(megatron.optimizer.value()));
+    // The peak is the larger phase: backward with the activations, or the step with the copies.
+    const double rest = (ds.weights + ds.gradients + ds.optimizer + ds.fp8_buffers + ds.workspace + ds.reserved).value();
+    CHECK(ds.total().value() == Approx(rest + std::max(ds.activations.value(), 8.0 * P)));
+    // Small activations (one short micro-batch): the step sets the peak.
+    plan.training.seq_len = 128;
+    plan.training.micro_batch = 1;
+    const auto short_mb = stage_memory(plan, 0);
+    REQUIRE(short_mb.activations.value() < 8.0 * P);
+    CHECK(short_mb.total().value() ==
+          Approx((short_mb.weights + short_mb.gradients + short_mb.optimizer + short_mb.workspace + short_mb.reserved)
+                     .value() +
+                 8.0 * P));
+    // Not in BF16 (DeepSpeed's BF16 optimizer) nor under ZeRO.
+    plan.precision = Precision::bf16;
+    CHECK_FALSE(per_tensor_fp16_optimizer(plan));
+    CHECK(stage_memory(plan, 0).step_transient.value() == 0.0);
+    plan.precision = Precision::fp16;
+    plan.parallel.sharding = Sharding::zero1;
+    CHECK_FALSE(per_tensor_fp16_optimizer(plan));
+    CHECK(stage_memory(plan, 0).step_transient.value() == 0.0);
 }
 
 TEST_CASE("block recompute keeps the inputs of N layers per chunk and the full activations of the rest",

@@ -2,6 +2,7 @@
 // simulated, and the error may not rise above what has been reached (a ratchet with a margin).
 #include "fixtures.hpp"
 #include "trainsim/model/accounting/flops.hpp"
+#include "trainsim/model/accounting/memory_model.hpp"
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/model/input/validation_set.hpp"
 #include "trainsim/sim/run/estimate.hpp"
@@ -403,6 +404,50 @@ TEST_CASE("Megatron-DeepSpeed rows run DeepSpeed's pipeline engine and Megatron-
     CHECK(mc.parallel.recompute != trainsim::model::Recompute::full);
     CHECK(trainsim::sim::estimate_plan(mc).tokens_per_s_per_gpu >
           trainsim::sim::estimate_plan(ds).tokens_per_s_per_gpu);
+}
+
+TEST_CASE("a blank sharding that does not fit a measured run takes the framework's least sharding that fits",
+          "[validate][memory]") {
+    // GPT 3.6B (h3072, 30 layers) on 8 A100 80GB, tp 1 pp 1, FP16, Megatron-DeepSpeed: at ZeRO
+    // stage 0 DeepSpeed's FP16_Optimizer needs 2 + 2 + 12 B per parameter plus the step's 8 B of
+    // FP32 gradient copies, more than the GPU holds; ZeRO-1 shards the 12 B of optimizer state.
+    const std::string header = "id,source_group,source,model,layers,hidden,heads,kv_heads,ffn,ffn_type,vocab,seq_len,"
+                               "gpu,num_gpus,tp,pp,vp,cp,dp,sequence_parallel,sharding,micro_batch,global_batch,"
+                               "recompute,precision,framework,kind,tokens_per_s_per_gpu,derivation,notes";
+    const std::string line = "r,g,s,GPT 3.6B,30,3072,32,32,12288,gelu,50257,2048,a100-sxm-80gb,8,1,1,,1,8,false,"
+                             "SHARDING,1,8,full,fp16,megatron-deepspeed,step,1000,d,n";
+    const auto at = [&](const std::string& sharding, const std::string& gpu) {
+        auto l = line;
+        l.replace(l.find("SHARDING"), 8, sharding);
+        l.replace(l.find("a100-sxm-80gb"), 13, gpu);
+        return l;
+    };
+    const auto rows = load_lines(header, {at("", "a100-sxm-80gb"), at("none", "a100-sxm-80gb"), at("", "h200-sxm")});
+    REQUIRE(rows.size() == 3);
+    REQUIRE(rows[0].sharding_blank);
+    REQUIRE_FALSE(rows[1].sharding_blank);
+    const auto& plan0 = rows[0].plan;
+    const double P = trainsim::model::stage_memory(plan0, 0).local_params;
+    // The closed form the choice rests on: ZeRO-0 needs 24 B per parameter at the step.
+    REQUIRE(24.0 * P + plan0.hardware.reserved_memory.value() > plan0.hardware.hbm_capacity.value());
+    std::vector<std::string> choices = rows[0].choices;
+    const auto chosen = trainsim::sim::tune_blank_cells(rows[0], choices);
+    CHECK(chosen.parallel.sharding == trainsim::model::Sharding::zero1);
+    CHECK(trainsim::model::fits_in_memory(chosen, trainsim::model::peak_memory(chosen)));
+    CHECK(std::count_if(choices.begin(), choices.end(),
+                        [](const std::string& c) { return c.starts_with("sharding=zero1 (blank: the least sharding"); }) ==
+          1);
+    CHECK(std::none_of(choices.begin(), choices.end(),
+                       [](const std::string& c) { return c.starts_with("sharding=none"); }));
+    // Written in the row, the sharding stays, and the memory model says it does not fit.
+    choices = rows[1].choices;
+    const auto written = trainsim::sim::tune_blank_cells(rows[1], choices);
+    CHECK(written.parallel.sharding == trainsim::model::Sharding::none);
+    CHECK_FALSE(trainsim::model::fits_in_memory(written, trainsim::model::peak_memory(written)));
+    // On a GPU where ZeRO-0 fits (H200, 141 GB), the framework's default stays.
+    REQUIRE(24.0 * P + rows[2].plan.hardware.reserved_memory.value() < rows[2].plan.hardware.hbm_capacity.value());
+    choices = rows[2].choices;
+    CHECK(trainsim::sim::tune_blank_cells(rows[2], choices).parallel.sharding == trainsim::model::Sharding::none);
 }
 
 TEST_CASE("a framework profile fills every behaviour the scenario does not write", "[validate]") {

@@ -174,6 +174,15 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
         const double per_param = optimizer_bytes_per_param(p) + 4.0 + (p.offload == Offload::params ? 2.0 : 0.0);
         mb.host = Bytes(per_param * local / optimizer_shard_degree(plan) * plan.cluster.gpus_per_node);
     }
+    if (per_tensor_fp16_optimizer(plan)) {
+        // DeepSpeed's FP16_Optimizer (deepspeed/runtime/fp16/fused_optimizer.py, step) keeps
+        // no FP32 main-gradient buffer: backward accumulates the FP16 .grad tensors (2 B). The
+        // step then makes an FP32 copy of every gradient (p.grad.to(float32), 4 B), flattens the
+        // copies into one buffer (_flatten_dense_tensors, 4 B) and only then drops the FP16
+        // gradients: 8 B per parameter on top of them, after the activations are gone.
+        mb.gradients = Bytes(2.0 * local);
+        mb.step_transient = Bytes(8.0 * local);
+    }
     if (plan.precision == Precision::fp8) {
         // TE keeps an FP8 copy of every GEMM weight and its transpose (1 B each); with FP8
         // primary weights the copy is the weight itself (counted above) and only the transpose
@@ -223,6 +232,11 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     mb.workspace = mib(32.0);
     mb.reserved = plan.hardware.reserved_memory;
     return mb;
+}
+
+bool per_tensor_fp16_optimizer(const Plan& plan) {
+    return plan.parallel.optimizer_per_tensor && plan.parallel.sharding == Sharding::none &&
+           plan.precision == Precision::fp16;
 }
 
 int full_recompute_layers(const Plan& plan) {

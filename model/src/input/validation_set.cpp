@@ -308,6 +308,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             par.sharding = *s;
         } else {
             par.sharding = fw.parallel.sharding;
+            r.sharding_blank = true;
             r.choices.push_back(fmt::format("sharding={} (blank: {})", to_string(par.sharding), fw.name));
         }
         if (auto rc = enum_value<Recompute>(cell("recompute"), {{"none", Recompute::none},

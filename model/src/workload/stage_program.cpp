@@ -326,8 +326,7 @@ StageProgram Builder::build_stage(int stage) {
     // tensors (two LayerNorms, QKV, projection, FC1, FC2, each weight and bias), the embedding 2
     // (words, positions), the head the final LayerNorm's 2 and its output weight unless that is
     // the embedding's own tensor on this stage (tied, no pipeline).
-    const bool per_tensor =
-        p_.optimizer_per_tensor && p_.sharding == Sharding::none && plan_.precision == Precision::fp16;
+    const bool per_tensor = per_tensor_fp16_optimizer(plan_);
     int tensors = 0;
     if (per_tensor) {
         const int head = 2 + (m_.tied_embeddings && has_embed ? 0 : 1);

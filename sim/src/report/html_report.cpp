@@ -164,14 +164,16 @@ std::string breakdown_chart(const std::vector<PlanResult>& results) {
 std::string memory_chart(const std::vector<PlanResult>& results) {
     const std::vector<LegendItem> seg{{"weights", color(0)},     {"gradients", color(3)},   {"optimizer", color(4)},
                                       {"activations", color(1)}, {"FP8 buffers", color(6)}, {"workspace", color(5)},
-                                      {"reserved", color(9)}};
+                                      {"reserved", color(9)}, {"optimizer-step temporaries beyond the activations", color(2)}};
     std::vector<BarRow> rows;
     for (const auto& r : results) {
         const auto& m = r.estimate.memory;
         BarRow row;
         row.label = fmt::format("{} (pipeline stage {})", r.estimate.name, m.stage);
         for (const Bytes b :
-             {m.weights, m.gradients, m.optimizer, m.activations, m.fp8_buffers, m.workspace, m.reserved})
+             {m.weights, m.gradients, m.optimizer, m.activations, m.fp8_buffers, m.workspace, m.reserved,
+              // The step's temporaries replace the freed activations: only their excess adds.
+              m.step_transient > m.activations ? m.step_transient - m.activations : Bytes(0)})
             row.values.push_back(to_gib(b));
         row.marker = to_gib(r.estimate.capacity);
         row.value_text = fmt::format("{:.1f} / {:.1f} GiB", to_gib(m.total()), to_gib(r.estimate.capacity));

@@ -35,6 +35,7 @@ json memory_json(const model::MemoryBreakdown& m, Bytes capacity) {
                 {"fp8_buffers_gib", to_gib(m.fp8_buffers)},
                 {"workspace_gib", to_gib(m.workspace)},
                 {"reserved_gib", to_gib(m.reserved)},
+                {"step_transient_gib", to_gib(m.step_transient)},
                 {"total_gib", to_gib(m.total())},
                 {"capacity_gib", to_gib(capacity)},
                 {"inflight_microbatches", m.inflight_microbatches},
@@ -442,6 +443,10 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      "fp8 {:.1f} | workspace {:.2f} | reserved {:.1f} GiB\n",
                      to_gib(m.weights), to_gib(m.gradients), to_gib(m.optimizer), to_gib(m.activations),
                      m.inflight_microbatches, to_gib(m.fp8_buffers), to_gib(m.workspace), to_gib(m.reserved));
+    if (m.step_transient.value() > 0)
+        s += fmt::format("    optimizer step: {:.1f} GiB of temporaries once the activations are freed (FP16_Optimizer's "
+                         "FP32 gradient copies and their flat buffer){}\n",
+                         to_gib(m.step_transient), m.step_transient > m.activations ? "; this phase sets the peak" : "");
     if (plan.parallel.offload != model::Offload::none)
         s += fmt::format("  CPU offload ({}): {:.1f} GiB of host memory per node of {:.1f} GiB{}\n",
                          model::to_string(plan.parallel.offload), to_gib(e.host_needed), to_gib(e.host_capacity),

@@ -1,6 +1,7 @@
 #include "trainsim/sim/validate/validate.hpp"
 
 #include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/accounting/memory_model.hpp"
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/sim/report/report.hpp"
 #include "trainsim/sim/run/estimate.hpp"
@@ -132,8 +133,23 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     std::vector<std::string> still_defaulted;
     model::Plan best = choose_blank_degrees(row, choices, still_defaulted);
     if (defaulted != nullptr) *defaulted = still_defaulted;
-    const model::Plan chosen = best;
     const auto fw = model::framework_profile(row.framework);
+    if (row.sharding_blank && !fw.blank_sharding_fallbacks.empty() && !model::fits_in_memory(best, model::peak_memory(best)))
+        for (const auto s : fw.blank_sharding_fallbacks) {
+            model::Plan p = best;
+            p.parallel.sharding = s;
+            if (!model::check_layout(p).empty() || !model::fits_in_memory(p, model::peak_memory(p))) continue;
+            const auto it = std::find_if(choices.begin(), choices.end(),
+                                         [](const std::string& c) { return c.starts_with("sharding="); });
+            const std::string why = fmt::format("sharding={} (blank: the least sharding of {} that fits, its default {} "
+                                                "does not)",
+                                                model::to_string(s), fw.name, model::to_string(best.parallel.sharding));
+            if (it != choices.end()) *it = why;
+            else choices.push_back(why);
+            best = p;
+            break;
+        }
+    const model::Plan chosen = best;
     const bool vp_blank = row.vp_cell_blank && chosen.parallel.pp > 1 && fw.tune_blank_vp;
     // A framework that splits the batch into one micro-batch per pipeline stage by default (the
     // whole batch at once without pipelining) rather than a tuned size.

@@ -6,6 +6,7 @@
 #include "trainsim/model/core/scenario.hpp"
 #include "trainsim/model/core/units.hpp"
 
+#include <algorithm>
 #include <optional>
 
 namespace trainsim::model {
@@ -34,14 +35,23 @@ struct MemoryBreakdown {
     Bytes fp8_buffers;      // FP8 weight copies and transposes (Transformer Engine)
     Bytes workspace;        // cuBLAS workspace, communication buckets
     Bytes reserved;         // CUDA context, NCCL, allocator fragmentation (from the profile)
+    // Temporaries of the optimizer step, held after the backward has freed the activations
+    // (DeepSpeed's FP16_Optimizer: the gradients' FP32 copies and their flat buffer); the peak
+    // is the larger of the two phases.
+    Bytes step_transient;
     int inflight_microbatches = 0;  // (micro-batch, chunk) forward passes held at peak
     double local_params = 0;        // parameters held by this rank before sharding
     // CPU offload: host memory of the node this stage's ranks need (all of its GPUs); not in total().
     Bytes host;
     [[nodiscard]] Bytes total() const {
-        return weights + gradients + optimizer + activations + fp8_buffers + workspace + reserved;
+        return weights + gradients + optimizer + std::max(activations, step_transient) + fp8_buffers + workspace +
+               reserved;
     }
 };
+
+// Whether the optimizer step runs DeepSpeed's FP16_Optimizer tensor by tensor
+// (Parallel::optimizer_per_tensor, which applies in FP16 without ZeRO).
+[[nodiscard]] bool per_tensor_fp16_optimizer(const Plan& plan);
 
 // The breakdown of one pipeline stage's ranks.
 [[nodiscard]] MemoryBreakdown stage_memory(const Plan& plan, int stage);

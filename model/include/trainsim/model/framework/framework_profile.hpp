@@ -42,6 +42,10 @@ struct FrameworkProfile {
     // the framework's shipped recipes switch activation checkpointing on by model size; 0: the
     // recompute above whatever the size.
     double full_recompute_from_params = 0;
+    // A blank sharding whose framework default does not fit a measured run: the framework's
+    // other optimizer-state shardings, least sharded first; the first that fits is taken (the
+    // run fit, so its unstated ZeRO stage must be one that does). Empty: the default stays.
+    std::vector<Sharding> blank_sharding_fallbacks;
     std::string why;   // the documentation of these choices
     bool known = true; // false: not a family below; a generic PyTorch eager profile stands in
 

@@ -35,6 +35,7 @@ struct ValidationRow {
     bool dp_blank = false;                // dp followed from the GPU count
     bool sequence_parallel_blank = false; // taken from the framework (tp > 1)
     bool vp_cell_blank = false;           // the vp cell itself (vp_blank also needs pp > 1)
+    bool sharding_blank = false;          // taken from the framework
     std::string skip_reason;           // why the row cannot be simulated
 };
 
