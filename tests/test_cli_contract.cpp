@@ -119,6 +119,32 @@ TEST_CASE("every question scenario prints days, GPU-hours and cost in JSON", "[c
     CHECK(files >= 6);
 }
 
+TEST_CASE("the optimizer step's temporaries set the peak when they outgrow the activations", "[cli][contract]") {
+    // Llama-2 7B, FP16, ZeRO stage 0 on Megatron-DeepSpeed (DeepSpeed's FP16_Optimizer), tp 2 on
+    // 8 A100 80GB: at the step the FP16 gradients (2 B per local parameter) are joined by their
+    // FP32 copies and flat buffer (8 B), more than one micro-batch's activations under full
+    // recompute.
+    const fs::path dir = fs::temp_directory_path() / ("trainsim-step-peak-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const fs::path yaml = dir / "s.yaml";
+    std::ofstream(yaml) << "model: llama2-7b\ntraining: {tokens: 10B, seq_len: 2048, global_batch: 64, micro_batch: 1}\n"
+                           "parallel: {tp: 2, pp: 1, dp: auto, recompute: full, framework: megatron-deepspeed}\n"
+                           "precision: fp16\ncluster: {gpu: a100-sxm-80gb, nodes: 1, gpus_per_node: 8}\n";
+    const auto r = run_trainsim("simulate --json '" + yaml.string() + "'");
+    fs::remove_all(dir);
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& m = j["memory"];
+    const auto gib = [&](const char* k) { return m[k].get<double>(); };
+    CHECK(gib("step_transient_gib") == Approx(4.0 * gib("gradients_gib")).epsilon(1e-9));
+    REQUIRE(gib("step_transient_gib") > gib("activations_gib"));
+    CHECK(gib("total_gib") == Approx(gib("weights_gib") + gib("gradients_gib") + gib("optimizer_gib") +
+                                     gib("step_transient_gib") + gib("fp8_buffers_gib") + gib("workspace_gib") +
+                                     gib("reserved_gib"))
+                                  .epsilon(1e-9));
+    CHECK(j["memory_per_gpu_gib"].get<double>() == Approx(gib("total_gib")).epsilon(1e-9));
+}
+
 TEST_CASE("one plan prints a single JSON object, bad input exits 2", "[cli][contract]") {
     const auto one = run_trainsim("simulate --json '" + std::string(TRAINSIM_TEST_DATA_DIR) + "/../bench/llama2-70b-1024xh100.yaml'");
     CHECK(one.rc == 0);

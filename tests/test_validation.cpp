@@ -416,14 +416,15 @@ TEST_CASE("a blank sharding that does not fit a measured run takes the framework
                                "recompute,precision,framework,kind,tokens_per_s_per_gpu,derivation,notes";
     const std::string line = "r,g,s,GPT 3.6B,30,3072,32,32,12288,gelu,50257,2048,a100-sxm-80gb,8,1,1,,1,8,false,"
                              "SHARDING,1,8,full,fp16,megatron-deepspeed,step,1000,d,n";
-    const auto at = [&](const std::string& sharding, const std::string& gpu) {
+    const auto at = [&](const std::string& sharding, const std::string& gpu, const std::string& gpus = "8") {
         auto l = line;
         l.replace(l.find("SHARDING"), 8, sharding);
-        l.replace(l.find("a100-sxm-80gb"), 13, gpu);
+        l.replace(l.find("a100-sxm-80gb,8,1,1,,1,8"), 24, gpu + "," + gpus + ",1,1,,1," + gpus);
         return l;
     };
-    const auto rows = load_lines(header, {at("", "a100-sxm-80gb"), at("none", "a100-sxm-80gb"), at("", "h200-sxm")});
-    REQUIRE(rows.size() == 3);
+    const auto rows = load_lines(header, {at("", "a100-sxm-80gb"), at("none", "a100-sxm-80gb"), at("", "h200-sxm"),
+                                          at("", "a100-sxm-80gb", "1")});
+    REQUIRE(rows.size() == 4);
     REQUIRE(rows[0].sharding_blank);
     REQUIRE_FALSE(rows[1].sharding_blank);
     const auto& plan0 = rows[0].plan;
@@ -448,6 +449,16 @@ TEST_CASE("a blank sharding that does not fit a measured run takes the framework
     REQUIRE(24.0 * P + rows[2].plan.hardware.reserved_memory.value() < rows[2].plan.hardware.hbm_capacity.value());
     choices = rows[2].choices;
     CHECK(trainsim::sim::tune_blank_cells(rows[2], choices).parallel.sharding == trainsim::model::Sharding::none);
+    // One data-parallel rank: ZeRO would shard nothing, so the default stays (and does not fit).
+    choices = rows[3].choices;
+    const auto single = trainsim::sim::tune_blank_cells(rows[3], choices);
+    CHECK(single.parallel.dp == 1);
+    CHECK(single.parallel.sharding == trainsim::model::Sharding::none);
+    CHECK_FALSE(trainsim::model::fits_in_memory(single, trainsim::model::peak_memory(single)));
+    // ZeRO-2 is never the fallback: DeepSpeed's pipeline engine, which Megatron-DeepSpeed runs at
+    // every pp, asserts a ZeRO stage below 2.
+    const auto fallbacks = trainsim::model::framework_profile("megatron-deepspeed").blank_sharding_fallbacks;
+    CHECK(fallbacks == std::vector<trainsim::model::Sharding>{trainsim::model::Sharding::zero1});
 }
 
 TEST_CASE("a framework profile fills every behaviour the scenario does not write", "[validate]") {
@@ -655,6 +666,19 @@ TEST_CASE("spreadsheet habits are read as the schema means them: BOM, CRLF, padd
         CHECK(e.diagnostics()[0].key == "sequence_parallel");
         CHECK(e.diagnostics()[0].col == 20);
     }
+    // A sharding that is none of the schema's words is taken as blank (the framework's default,
+    // open to the blank-sharding fallback), and the row's choices say so.
+    const auto annotated = load_lines(header, {with_cell(row42, 20, "\"zero1 (ds_config stage 1)\""),
+                                               with_cell(row42, 20, "zero1"), with_cell(row42, 20, "")});
+    REQUIRE(annotated.size() == 3);
+    CHECK(annotated[0].sharding_blank);
+    CHECK(annotated[0].plan.parallel.sharding == annotated[2].plan.parallel.sharding);
+    CHECK(std::any_of(annotated[0].choices.begin(), annotated[0].choices.end(), [](const std::string& c) {
+        return c.find("'zero1 (ds_config stage 1)' is none of") != std::string::npos;
+    }));
+    CHECK_FALSE(annotated[1].sharding_blank);
+    CHECK(annotated[1].plan.parallel.sharding == trainsim::model::Sharding::zero1);
+    CHECK(annotated[2].sharding_blank);
 }
 
 TEST_CASE("a zero, negative or fractional count stops the file at its cell instead of crashing", "[validate]") {

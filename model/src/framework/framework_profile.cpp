@@ -283,8 +283,10 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.parallel.host_sync_microbatch = MicrobatchSync::forward;
         // ZeRO stage 0 in FP16 runs DeepSpeed's FP16_Optimizer, tensor by tensor (Parallel).
         f.parallel.optimizer_per_tensor = true;
-        // Its ds_config's ZeRO stage 1 or 2 (stage 3 does not run with its pipeline engine).
-        f.blank_sharding_fallbacks = {Sharding::zero1, Sharding::zero2};
+        // Its ds_config's ZeRO stage 1: DeepSpeed's PipelineEngine asserts
+        // zero_optimization_stage() < 2 (deepspeed/runtime/pipe/engine.py), and Megatron-DeepSpeed
+        // builds its model as a pipeline (GPTModelPipe) at every pp unless --no-pipeline-parallel.
+        f.blank_sharding_fallbacks = {Sharding::zero1};
         f.why =
             "Megatron-DeepSpeed: Megatron-LM 2021 model code (unfused attention, dropout 0.1, no SP, full "
             "recompute of every layer) on DeepSpeed's pipeline engine (1F1B, not interleaved; gradients "

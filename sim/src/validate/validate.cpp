@@ -134,7 +134,11 @@ model::Plan tune_blank_cells(const model::ValidationRow& row, std::vector<std::s
     model::Plan best = choose_blank_degrees(row, choices, still_defaulted);
     if (defaulted != nullptr) *defaulted = still_defaulted;
     const auto fw = model::framework_profile(row.framework);
-    if (row.sharding_blank && !fw.blank_sharding_fallbacks.empty() && !model::fits_in_memory(best, model::peak_memory(best)))
+    // A blank sharding (after the degrees: the least model parallelism that fits was chosen at
+    // the framework's default sharding): when the default does not fit, the framework's least
+    // sharding that does. With one data-parallel rank ZeRO shards nothing, so it stays.
+    if (row.sharding_blank && !fw.blank_sharding_fallbacks.empty() && best.parallel.dp * best.parallel.cp > 1 &&
+        !model::fits_in_memory(best, model::peak_memory(best)))
         for (const auto s : fw.blank_sharding_fallbacks) {
             model::Plan p = best;
             p.parallel.sharding = s;
