@@ -301,29 +301,23 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                  fmt::format("'{}' is not true or false", cell("sequence_parallel"))});
             par.sequence_parallel = sp.value_or(false);
         }
-        {
-            const auto sharding_of = [](const std::string& text) {
-                return enum_value<Sharding>(text, {{"none", Sharding::none}, {"dist_opt", Sharding::dist_opt},
-                                                   {"zero1", Sharding::zero1}, {"zero2", Sharding::zero2},
-                                                   {"zero3", Sharding::zero3}, {"fsdp", Sharding::fsdp},
-                                                   {"hsdp", Sharding::hsdp}});
-            };
-            const std::string& text = cell("sharding");
-            if (auto s = sharding_of(text)) {
-                par.sharding = *s;
-            } else {
-                // Blank, or not one of the schema's words: the framework's default, said. A
-                // published file is still read when a cell holds a description rather than a
-                // word ("none (DDP, FSDP=0)" in a Megatron-Bridge table, where FSDP=0 does not
-                // rule out the distributed optimizer its recipes set).
-                par.sharding = fw.parallel.sharding;
-                r.sharding_blank = true;
-                r.choices.push_back(
-                    text.empty() ? fmt::format("sharding={} (blank: {})", to_string(par.sharding), fw.name)
-                                 : fmt::format("sharding={} ('{}' is none of none, dist_opt, zero1, zero2, zero3, fsdp, "
-                                               "hsdp: taken as blank, {})",
-                                               to_string(par.sharding), text, fw.name));
-            }
+        if (auto s = enum_value<Sharding>(cell("sharding"), {{"none", Sharding::none}, {"dist_opt", Sharding::dist_opt},
+                                                              {"zero1", Sharding::zero1}, {"zero2", Sharding::zero2},
+                                                              {"zero3", Sharding::zero3}, {"fsdp", Sharding::fsdp},
+                                                              {"hsdp", Sharding::hsdp}})) {
+            par.sharding = *s;
+        } else {
+            // Blank, or not one of the schema's words: the framework's default, said. A published
+            // file is still read when a cell holds a description rather than a word ("none (DDP,
+            // FSDP=0)" in a Megatron-Bridge table, where FSDP=0 does not rule out the distributed
+            // optimizer its recipes set).
+            par.sharding = fw.parallel.sharding;
+            r.sharding_blank = true;
+            r.choices.push_back(cell("sharding").empty()
+                                    ? fmt::format("sharding={} (blank: {})", to_string(par.sharding), fw.name)
+                                    : fmt::format("sharding={} ('{}' is none of none, dist_opt, zero1, zero2, zero3, "
+                                                  "fsdp, hsdp: taken as blank, {})",
+                                                  to_string(par.sharding), cell("sharding"), fw.name));
         }
         if (auto rc = enum_value<Recompute>(cell("recompute"), {{"none", Recompute::none},
                                                                   {"selective", Recompute::selective},
