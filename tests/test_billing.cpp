@@ -249,6 +249,7 @@ TEST_CASE("spot capacity: preemptions join failures in the Young/Daly interval a
     rs.node_mtbf_hours = std::numeric_limits<double>::infinity();
     rs.planned_per_day = 0;
     rs.slowdown = 0;
+    rs.straggler_fraction = 0;
     rs.gpu_mtbf_hours = 80000;
     rs.restart_s = 600;
     model::SpotOffer spot;

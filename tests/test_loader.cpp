@@ -336,16 +336,18 @@ TEST_CASE("run settings: defaults from the key table and per-plan overrides in t
     CHECK(d.run.restart_s == 1020.0);                              // 17 min: Llama 3's effective training time
     CHECK(d.run.planned_per_day == Approx(47.0 / 54.0));
     CHECK(d.run.slowdown == Approx(0.01));
+    CHECK(d.run.straggler_fraction == Approx(0.104 / 0.896)); // ByteDance, OSDI'25: 10.4% wasted
     CHECK(d.run.eval_fraction == 0);
     CHECK(d.run.data_stall_fraction == 0);
     // The new terms in their units: a duration, a rate per day, fractions.
     const Plan e = fx.load(kBase +
                            "run:\n  node_mtbf: \"100 d\"\n  planned_interruptions: \"2/d\"\n  slowdown: 3%\n"
-                           "  eval_pauses: \"1%\"\n  data_stalls: 0.02\n")
+                           "  stragglers: 4%\n  eval_pauses: \"1%\"\n  data_stalls: 0.02\n")
                        .plans[0];
     CHECK(e.run.node_mtbf_hours == 2400.0);
     CHECK(e.run.planned_per_day == Approx(2.0));
     CHECK(e.run.slowdown == Approx(0.03));
+    CHECK(e.run.straggler_fraction == Approx(0.04));
     CHECK(e.run.eval_fraction == Approx(0.01));
     CHECK(e.run.data_stall_fraction == Approx(0.02));
     CHECK_FALSE(fx.errors(kBase + "run:\n  planned_interruptions: 2\n").empty()); // a rate needs its span

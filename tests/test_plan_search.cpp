@@ -50,6 +50,7 @@ sim::RunModelParams failures_only() {
     p.node_mtbf_hours = std::numeric_limits<double>::infinity();
     p.planned_per_day = 0;
     p.slowdown = 0;
+    p.straggler_fraction = 0;
     return p;
 }
 
@@ -95,6 +96,7 @@ TEST_CASE("run model: the Llama 3 defaults reproduce its run", "[plan-search][ru
     CHECK(model::kLlama3NodeMtbfHours == Approx(2048.0 * 1296 / 88));  // 30,161 node-hours
     sim::RunModelParams defaults;
     defaults.slowdown = 0; // the interruptions alone
+    defaults.straggler_fraction = 0;
     // 405B parameters (5.67 TB checkpoints) on Llama 3's cluster: its 419 unexpected
     // interruptions come back, every 54 x 24 / 419 = 3.093 h, with 47 planned ones.
     const auto r = sim::run_time(54.0, 405e9, 16384, 2048, defaults);
@@ -103,10 +105,33 @@ TEST_CASE("run model: the Llama 3 defaults reproduce its run", "[plan-search][ru
     // ... and the effective training time it reported, "more than 90%": 1 / overhead, since R was
     // taken from it (scenario.hpp kLlama3RestartS: 90% at R = 1,012 s, rounded to 17 min).
     CHECK(1.0 / r.overhead_factor == Approx(0.90).margin(0.002));
-    // The default slowdown (Llama 3's 1-2% diurnal variation) stretches the steady time by 1%.
+    // The default slowdown (Llama 3's 1-2% diurnal variation) stretches the steady time by 1%, and
+    // stragglers (ByteDance, OSDI'25: 10.4% of the GPU-hours of jobs of 128+ GPUs wasted) by
+    // 0.104 / (1 - 0.104): the useful time is 89.6% of the steady time stretched.
     const auto s = sim::run_time(54.0, 405e9, 16384, 2048, sim::RunModelParams{});
-    CHECK(s.stretch == Approx(1.01));
-    CHECK(s.overhead_factor == Approx(1.01 * r.overhead_factor));
+    CHECK(s.stragglers == Approx(0.104 / 0.896));
+    CHECK(s.stretch == Approx(1.01 + 0.104 / 0.896));
+    CHECK(s.overhead_factor == Approx((1.01 + 0.104 / 0.896) * r.overhead_factor));
+    CHECK(1.0 / (s.stretch - 0.01) == Approx(1 - 0.104)); // the trace's useful share, diurnal aside
+}
+
+TEST_CASE("run model: one GPU waits for no straggler, two GPUs pay the default", "[plan-search][run]") {
+    // Same job, no failures or stops, on 1 and on 2 GPUs of one node: the stretch differs by the
+    // straggler term alone; a scenario's run.stragglers replaces the default.
+    sim::RunModelParams p = failures_only();
+    p.gpu_mtbf_hours = 1e300;
+    p.node_mtbf_hours = 1e300;
+    p.planned_per_day = 0;
+    p.checkpoint_interval_s = 3600.0;
+    p.straggler_fraction = model::RunSettings{}.straggler_fraction; // the default
+    const auto one = sim::run_time(1.0, 1e9, 1, 1, p);
+    const auto two = sim::run_time(1.0, 1e9, 2, 1, p);
+    CHECK(one.stragglers == 0);
+    CHECK(one.stretch == Approx(1.0 + p.slowdown));
+    CHECK(two.stragglers == Approx(model::kStragglerStretch));
+    CHECK(two.stretch == Approx(1.0 + p.slowdown + 0.104 / 0.896));
+    p.straggler_fraction = 0.05;
+    CHECK(sim::run_time(1.0, 1e9, 2, 1, p).stretch == Approx(1.0 + p.slowdown + 0.05));
 }
 
 TEST_CASE("run model: slowdowns stretch the steady time, planned stops cost a restart each", "[plan-search][run]") {

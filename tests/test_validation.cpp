@@ -43,7 +43,11 @@ constexpr double kMaxFoundryHeldOutWorst = 37.5; // reached 36.2 (MPT-760m on 8 
 // Other published runs (tests/data/published-other.csv, 36 rows: Llama 3, LLaMA, OPT and MT-NLG
 // papers, BLOOM, Nemotron-4 15B, TinyLlama, NVIDIA's MaxText and PAX benchmarks, four whole-run
 // totals), mostly of frameworks without a profile: a regression guard, not a target.
-constexpr double kMaxOtherHeldOutMape = 18.0;  // reached 27.1; 18.7 with the generic eager profile for unknown stacks; 17.3 with llm-foundry recipes' recompute (MPT-7B whole run)
+constexpr double kMaxOtherHeldOutMape = 17.0;  // reached 27.1; 18.7 with the generic eager profile for unknown stacks; 17.3 with llm-foundry recipes' recompute (MPT-7B whole run); 16.5 with stragglers in the run model
+// The whole-run rows of that file (MPT-7B, SmolLM3-3B, Falcon-7B / 40B): issue #18's target, every
+// row within 10%. Reached +16.5% (SmolLM3) with Llama 3's interruption terms alone; 6.4% with
+// ByteDance's straggler waste (run.stragglers).
+constexpr double kMaxEndToEndWorst = 10.0;
 constexpr double kMaxOtherHeldOutWorst = 68.0; // reached 72.1; 66.8 (OPT-175B, metaseq: no profile)
 // vTrain's 761 Megatron-DeepSpeed runs on A100 (../shared/validation/vtrain-dev.csv), ratchet only:
 // the issue's target is 10%.
@@ -250,6 +254,21 @@ TEST_CASE("held-out llm-foundry measurements: every row simulated, MAPE ratchet"
 
 TEST_CASE("held-out measurements of other stacks: every row simulated, MAPE ratchet", "[validate][accuracy]") {
     check_held_out("published-other.csv", 36, kMaxOtherHeldOutMape, kMaxOtherHeldOutWorst);
+}
+
+TEST_CASE("published whole-run totals: every end-to-end row within 10%", "[validate][accuracy][run]") {
+    const auto file = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data" / "published-other.csv";
+    auto rows = trainsim::model::load_validation_csv(file, TRAINSIM_TEST_DATA_DIR);
+    std::erase_if(rows, [](const auto& r) { return r.kind != "end_to_end"; });
+    REQUIRE(rows.size() == 4);
+    const auto rep = trainsim::sim::validate_rows(rows, "", 2);
+    for (const auto& r : rep.rows) {
+        CAPTURE(r.id, r.predicted, r.measured);
+        CHECK(r.status == "ok");
+        CHECK(std::abs(r.error_pct) <= kMaxEndToEndWorst);
+    }
+    REQUIRE(rep.by_kind.contains("end_to_end"));
+    CHECK(rep.by_kind.at("end_to_end").n == 4);
 }
 
 TEST_CASE("framework profiles follow the release named in the framework column", "[validate]") {
@@ -524,8 +543,9 @@ TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoin
     // Table 5): checkpoint delta = P x 14 B / (5 GB/s x 768 nodes); unplanned stops from 331 GPU and
     // software interruptions per 16,384 GPUs and 88 host ones per 2,048 nodes in 54 days:
     // 1/M = 6144 x 331 / (16384 x 1296 h) + 768 x 88 / (2048 x 1296 h) (= 419 x 0.375 / 1296 h);
-    // planned stops 47 per 54 days; tau = sqrt(2 delta M); restart R = 1020 s; stretch 1.01;
-    // factor = 1.01 x (1 + delta/tau + tau/(2M) + R (1/M + 47 / 54 d)).
+    // planned stops 47 per 54 days; tau = sqrt(2 delta M); restart R = 1020 s; stretch 1.01 (diurnal)
+    // + 0.104 / 0.896 (ByteDance's straggler waste); factor = stretch x (1 + delta/tau + tau/(2M) + R
+    // (1/M + 47 / 54 d)).
     const auto [header, row35] = dev_row("35");
     REQUIRE(!row35.empty());
     const auto rows = load_lines(header, {row35, with_cell(row35, 26, "end_to_end")}); // 26: kind
@@ -540,8 +560,9 @@ TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoin
     const double M = 3600.0 / (6144 * 331.0 / (16384 * 1296.0) + 768 * 88.0 / (2048 * 1296.0));
     const double tau = std::sqrt(2.0 * delta * M);
     const double planned = 47.0 / (54.0 * 86400);
-    const double factor = 1.01 * (1.0 + delta / tau + tau / (2.0 * M) + 1020.0 * (1.0 / M + planned));
-    CHECK(factor > 1.02);
+    const double stretch = 1.01 + 0.104 / 0.896;
+    const double factor = stretch * (1.0 + delta / tau + tau / (2.0 * M) + 1020.0 * (1.0 / M + planned));
+    CHECK(factor > 1.13);
     CHECK(rep.rows.at(1).predicted == Approx(rep.rows.at(0).predicted / factor).epsilon(1e-3));
     CHECK(rep.by_kind.contains("end_to_end"));
     CHECK(rep.by_kind.at("end_to_end").n == 1);

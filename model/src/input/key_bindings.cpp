@@ -305,6 +305,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
          }},
         duration_key<B>("run.restart", 1.0, false, [](B& b) -> double& { return b.plan.run.restart_s; }),
         fraction_key<B>("run.slowdown", [](B& b) -> double& { return b.plan.run.slowdown; }),
+        fraction_key<B>("run.stragglers", [](B& b) -> double& { return b.plan.run.straggler_fraction; }),
         fraction_key<B>("run.eval_pauses", [](B& b) -> double& { return b.plan.run.eval_fraction; }),
         fraction_key<B>("run.data_stalls", [](B& b) -> double& { return b.plan.run.data_stall_fraction; }),
         duration_key<B>("run.checkpoint_interval", 1.0, true,

@@ -122,7 +122,7 @@ std::string billing_lines(const RunEstimate& e) {
                         : fmt::format(" per {}", model::to_string(e.pricing.increment)),
                     100 * b.unused_fraction, money(b.cost_prorated, e.currency));
     s += fmt::format(
-        "  expected wall clock {:.1f} d (slowdowns, checkpoints, failures, planned stops{}, restarts): {} billed",
+        "  expected wall clock {:.1f} d (slowdowns, stragglers, checkpoints, failures, planned stops{}, restarts): {} billed",
         e.expected_days, e.run.preemption_interval_s > 0 ? ", preemptions" : "", money(e.expected_cost, e.currency));
     if (e.billing_options.size() > 1) {
         const auto& c = e.billing_options[e.cheapest_option];
@@ -267,6 +267,7 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
         {"interruption_interval_s", e.run.interruption_interval_s},
         {"planned_interval_s", e.run.planned_interval_s > 0 ? json(e.run.planned_interval_s) : json(nullptr)},
         {"stretch", e.run.stretch},
+        {"stragglers", e.run.stragglers},
         {"checkpoint_interval_s", e.run.checkpoint_interval_s},
         {"restart_s", e.run.restart_s},
         {"preemption_wait_s", e.run.preemption_wait_s},

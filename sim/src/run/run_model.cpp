@@ -17,7 +17,9 @@ RunTime run_time(double steady_days, double params, int gpus, int nodes, const R
     r.cluster_mtbf_s = 1.0 / failures_per_s;
     r.preemption_interval_s = preemptions_per_s > 0 ? 1.0 / preemptions_per_s : 0.0;
     r.planned_interval_s = planned_per_s > 0 ? 1.0 / planned_per_s : 0.0;
-    r.stretch = 1.0 + p.slowdown + p.eval_fraction + p.data_stall_fraction;
+    // A job of one GPU waits for no other rank: no stragglers.
+    r.stragglers = gpus > 1 ? p.straggler_fraction : 0.0;
+    r.stretch = 1.0 + p.slowdown + r.stragglers + p.eval_fraction + p.data_stall_fraction;
     const double m = 1.0 / (failures_per_s + preemptions_per_s);
     r.interruption_interval_s = m;
     r.checkpoint_interval_s =

@@ -289,6 +289,15 @@ inline constexpr double kLlama3RestartS = 17.0 * 60.0;
 // Llama 3 (Sec. 3.3.4): "a diurnal 1-2% throughput variation based on time-of-day" from
 // temperature; its average loss against the best hours is taken as 1%.
 inline constexpr double kLlama3DiurnalSlowdown = 0.01;
+// Stragglers: ByteDance's five-month trace of 3,079 pre-training jobs of 128+ GPUs on a dedicated,
+// health-checked cluster (Lin et al., "Understanding Stragglers in Large Model Training Using
+// What-if Analysis", OSDI'25, arXiv 2505.05713, Sec. 4.1): "10.4% of the allocated GPU hours are
+// wasted due to stragglers" against a what-if replay of the same steps without them (causes, Sec. 5:
+// mostly the job's own, pipeline stage imbalance and sequence-length imbalance, then garbage-collection
+// pauses; slow or faulty workers in 1.7% of straggling jobs). Wasting 10.4% of the time stretches the
+// steady time by 0.104 / 0.896 = 11.6%.
+inline constexpr double kByteDanceStragglerWaste = 0.104;
+inline constexpr double kStragglerStretch = kByteDanceStragglerWaste / (1.0 - kByteDanceStragglerWaste);
 
 // The whole run around the steps: checkpoints, failures, planned interruptions, restarts and what
 // slows the steady throughput (sim/run_model.hpp). Defaults and their sources are in the key table
@@ -303,9 +312,11 @@ struct RunSettings {
     double restart_s = kLlama3RestartS;
     // Fixed checkpoint interval instead of the Young/Daly optimum.
     std::optional<double> checkpoint_interval_s;
-    // Fractions of the steady time added: slow or degraded nodes and the time of day, evaluation
-    // pauses, data-loader stalls.
+    // Fractions of the steady time added: the time of day (and any slowdown of the whole job),
+    // stragglers (slow ranks the others wait for; none with one GPU), evaluation pauses, data-loader
+    // stalls.
     double slowdown = kLlama3DiurnalSlowdown;
+    double straggler_fraction = kStragglerStretch;
     double eval_fraction = 0;
     double data_stall_fraction = 0;
 };

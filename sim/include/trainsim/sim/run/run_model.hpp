@@ -2,7 +2,7 @@
 // failures, planned stops, preemptions, lost work and restarts (docs/model.md, "Whole run"). A
 // first-order Young/Daly model with every interruption of the job together:
 //
-//   stretch = 1 + slowdown + evaluation pauses + data-loader stalls           steady time added
+//   stretch = 1 + slowdown + stragglers + evaluation pauses + data-loader stalls   steady time added
 //   delta = checkpoint bytes / (write bandwidth per node x nodes)        [s]  one checkpoint write
 //   l_f   = GPUs / MTBF of one GPU + nodes / MTBF of one node            [1/s] failures of the job
 //   l_p   = nodes x preemption rate per node (spot capacity only)        [1/s] preemptions
@@ -34,7 +34,8 @@ using RunModelParams = model::RunSettings;
 struct RunTime {
     double checkpoint_bytes = 0;     // parameters x (2 B BF16 weights + 12 B FP32 master, Adam m, v)
     double checkpoint_write_s = 0;   // delta
-    double stretch = 1;              // 1 + slowdown + evaluation pauses + data-loader stalls
+    double stragglers = 0;           // the steady time added by stragglers (0 with one GPU)
+    double stretch = 1;              // 1 + slowdown + stragglers + evaluation pauses + data-loader stalls
     double cluster_mtbf_s = 0;       // 1 / l_f: failures of GPUs and nodes
     double planned_interval_s = 0;   // 1 / l_pl; 0 without planned stops
     double preemption_interval_s = 0;   // 1 / l_p; 0 when the capacity is not preempted (not spot)
