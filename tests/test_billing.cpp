@@ -250,6 +250,7 @@ TEST_CASE("spot capacity: preemptions join failures in the Young/Daly interval a
     rs.planned_per_day = 0;
     rs.slowdown = 0;
     rs.straggler_fraction = 0;
+    rs.eval_fraction = 0;
     rs.gpu_mtbf_hours = 80000;
     rs.restart_s = 600;
     model::SpotOffer spot;

@@ -337,7 +337,7 @@ TEST_CASE("run settings: defaults from the key table and per-plan overrides in t
     CHECK(d.run.planned_per_day == Approx(47.0 / 54.0));
     CHECK(d.run.slowdown == Approx(0.01));
     CHECK(d.run.straggler_fraction == Approx(0.104 / 0.896)); // ByteDance, OSDI'25: 10.4% wasted
-    CHECK(d.run.eval_fraction == 0);
+    CHECK(d.run.eval_fraction == Approx(0.007));             // BLOOM's chronicle: 0.7% of training
     CHECK(d.run.data_stall_fraction == 0);
     // The new terms in their units: a duration, a rate per day, fractions.
     const Plan e = fx.load(kBase +

@@ -51,6 +51,7 @@ sim::RunModelParams failures_only() {
     p.planned_per_day = 0;
     p.slowdown = 0;
     p.straggler_fraction = 0;
+    p.eval_fraction = 0;
     return p;
 }
 
@@ -97,6 +98,7 @@ TEST_CASE("run model: the Llama 3 defaults reproduce its run", "[plan-search][ru
     sim::RunModelParams defaults;
     defaults.slowdown = 0; // the interruptions alone
     defaults.straggler_fraction = 0;
+    defaults.eval_fraction = 0;
     // 405B parameters (5.67 TB checkpoints) on Llama 3's cluster: its 419 unexpected
     // interruptions come back, every 54 x 24 / 419 = 3.093 h, with 47 planned ones.
     const auto r = sim::run_time(54.0, 405e9, 16384, 2048, defaults);
@@ -107,12 +109,15 @@ TEST_CASE("run model: the Llama 3 defaults reproduce its run", "[plan-search][ru
     CHECK(1.0 / r.overhead_factor == Approx(0.90).margin(0.002));
     // The default slowdown (Llama 3's 1-2% diurnal variation) stretches the steady time by 1%, and
     // stragglers (ByteDance, OSDI'25: 10.4% of the GPU-hours of jobs of 128+ GPUs wasted) by
-    // 0.104 / (1 - 0.104): the useful time is 89.6% of the steady time stretched.
+    // 0.104 / (1 - 0.104): the useful time is 89.6% of the steady time stretched; evaluations add
+    // BLOOM's 0.7% (a 12 min evaluation, "about 7 iterations" of 105 s, every 1,000 iterations).
     const auto s = sim::run_time(54.0, 405e9, 16384, 2048, sim::RunModelParams{});
     CHECK(s.stragglers == Approx(0.104 / 0.896));
-    CHECK(s.stretch == Approx(1.01 + 0.104 / 0.896));
-    CHECK(s.overhead_factor == Approx((1.01 + 0.104 / 0.896) * r.overhead_factor));
-    CHECK(1.0 / (s.stretch - 0.01) == Approx(1 - 0.104)); // the trace's useful share, diurnal aside
+    CHECK(model::kBloomEvalPauses == Approx(7.0 / 1000));
+    CHECK(model::kBloomEvalPauses == Approx(720.0 / 105000).epsilon(0.03)); // 12 min / 1,000 x 105 s
+    CHECK(s.stretch == Approx(1.01 + 0.104 / 0.896 + 0.007));
+    CHECK(s.overhead_factor == Approx((1.01 + 0.104 / 0.896 + 0.007) * r.overhead_factor));
+    CHECK(1.0 / (1.0 + s.stragglers) == Approx(1 - 0.104)); // the trace's useful share
 }
 
 TEST_CASE("run model: one GPU waits for no straggler, two GPUs pay the default", "[plan-search][run]") {

@@ -45,8 +45,8 @@ constexpr double kMaxFoundryHeldOutWorst = 37.5; // reached 36.2 (MPT-760m on 8 
 // totals), mostly of frameworks without a profile: a regression guard, not a target.
 constexpr double kMaxOtherHeldOutMape = 17.0;  // reached 27.1; 18.7 with the generic eager profile for unknown stacks; 17.3 with llm-foundry recipes' recompute (MPT-7B whole run); 16.5 with stragglers in the run model
 // The whole-run rows of that file (MPT-7B, SmolLM3-3B, Falcon-7B / 40B): issue #18's target, every
-// row within 10%. Reached +16.5% (SmolLM3) with Llama 3's interruption terms alone; 6.4% with
-// ByteDance's straggler waste (run.stragglers).
+// row within 10%. Reached +16.5% (SmolLM3) with Llama 3's interruption terms alone; 7.0% with
+// ByteDance's straggler waste (run.stragglers) and BLOOM's evaluation pauses (run.eval_pauses).
 constexpr double kMaxEndToEndWorst = 10.0;
 constexpr double kMaxOtherHeldOutWorst = 68.0; // reached 72.1; 66.8 (OPT-175B, metaseq: no profile)
 // vTrain's 761 Megatron-DeepSpeed runs on A100 (../shared/validation/vtrain-dev.csv), ratchet only:
@@ -544,8 +544,8 @@ TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoin
     // software interruptions per 16,384 GPUs and 88 host ones per 2,048 nodes in 54 days:
     // 1/M = 6144 x 331 / (16384 x 1296 h) + 768 x 88 / (2048 x 1296 h) (= 419 x 0.375 / 1296 h);
     // planned stops 47 per 54 days; tau = sqrt(2 delta M); restart R = 1020 s; stretch 1.01 (diurnal)
-    // + 0.104 / 0.896 (ByteDance's straggler waste); factor = stretch x (1 + delta/tau + tau/(2M) + R
-    // (1/M + 47 / 54 d)).
+    // + 0.104 / 0.896 (ByteDance's straggler waste) + 0.007 (BLOOM's evaluations); factor = stretch x
+    // (1 + delta/tau + tau/(2M) + R (1/M + 47 / 54 d)).
     const auto [header, row35] = dev_row("35");
     REQUIRE(!row35.empty());
     const auto rows = load_lines(header, {row35, with_cell(row35, 26, "end_to_end")}); // 26: kind
@@ -560,7 +560,7 @@ TEST_CASE("end-to-end rows: the steady throughput over the run model's checkpoin
     const double M = 3600.0 / (6144 * 331.0 / (16384 * 1296.0) + 768 * 88.0 / (2048 * 1296.0));
     const double tau = std::sqrt(2.0 * delta * M);
     const double planned = 47.0 / (54.0 * 86400);
-    const double stretch = 1.01 + 0.104 / 0.896;
+    const double stretch = 1.01 + 0.104 / 0.896 + 0.007;
     const double factor = stretch * (1.0 + delta / tau + tau / (2.0 * M) + 1020.0 * (1.0 / M + planned));
     CHECK(factor > 1.13);
     CHECK(rep.rows.at(1).predicted == Approx(rep.rows.at(0).predicted / factor).epsilon(1e-3));

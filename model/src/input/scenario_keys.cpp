@@ -297,11 +297,13 @@ std::vector<KeySpec> make_table() {
             "none with one GPU. Default from ByteDance's trace of 3,079 jobs of 128+ GPUs (Lin et al., OSDI'25, "
             "arXiv 2505.05713, Sec. 4.1): \"10.4% of the allocated GPU hours are wasted due to stragglers\", "
             "0.104 / 0.896 = 11.6% added; measured on jobs of 128+ GPUs, smaller jobs likely lose less"),
-        key("run.eval_pauses", "fraction", "", "0%",
-            "Steady time added by evaluation pauses (in-training evaluations); 0: none published that holds "
-            "across runs, write your own cadence's share"),
+        key("run.eval_pauses", "fraction", "", "(BLOOM: 0.7%)",
+            "Steady time added by evaluation pauses (in-training evaluations). Default from BLOOM-176B's training "
+            "chronicle (bigscience-workshop/bigscience, train/tr11-176B-ml/chronicles.md): a 12 min evaluation every "
+            "1,000 iterations of 105 s, \"about 7 iterations or 0.7% of training\"; one run's cadence, write yours"),
         key("run.data_stalls", "fraction", "", "0%",
-            "Steady time added by data-loader stalls; 0: none published that holds across runs"),
+            "Steady time added by data-loader stalls; 0: the published ones are one-off faults (BLOOM's DataLoader "
+            "deadlock, SmolLM3's storage evictions) that cost a restart, not a steady share"),
         key("run.checkpoint_interval", "duration", "s, min, h or d", "",
             "Fixed time between checkpoints; absent: the Young/Daly optimum sqrt(2 x write time x cluster MTBF)"),
         // --- energy (sim/run/energy.hpp: the run's electricity from the profile's power section) ---
