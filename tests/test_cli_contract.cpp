@@ -76,6 +76,12 @@ TEST_CASE("every question scenario prints days, GPU-hours and cost in JSON", "[c
             CHECK(p["cost"].get<double>() > 0);
             CHECK(p["unused_fraction"].get<double>() ==
                   Approx(1 - p["cost_prorated"].get<double>() / p["cost"].get<double>()).margin(1e-9));
+            // The whole run's stretch in JSON: 1 + the diurnal 1% + stragglers (ByteDance's
+            // 0.104 / 0.896 with more than one GPU, none with one) + BLOOM's 0.7% evaluations.
+            const double stragglers = p["num_gpus"].get<int>() > 1 ? 0.104 / 0.896 : 0.0;
+            CHECK(p["run"]["stragglers"].get<double>() == Approx(stragglers));
+            CHECK(p["run"]["stretch"].get<double>() == Approx(1.0 + 0.01 + stragglers + 0.007));
+            CHECK(p["expected_days"].get<double>() >= p["days_to_train"].get<double>() * p["run"]["stretch"].get<double>());
             // Error bands (docs/trust.md): p10 / p90 beside each contract field, one time factor
             // for every time-like figure and its inverse for the throughput.
             REQUIRE(p.contains("band"));

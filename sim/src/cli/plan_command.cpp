@@ -444,7 +444,7 @@ int run_plan_search(const PlanArgs& a) {
     std::cout << "\nbest plan:\n" << format_plan(res.plans.front().plan, res.plans.front().estimate);
     const auto& rt = res.plans.front().estimate.run;
     std::cout << fmt::format(
-        "  whole run: {:.1f} days expected (x{:.4f}: x{:.3f} slowdowns and stragglers, checkpoint {:.0f} GB written "
+        "  whole run: {:.1f} days expected (x{:.4f}: x{:.3f} slowdowns, stragglers and evaluations, checkpoint {:.0f} GB written "
         "in {:.0f} s every {:.1f} h, cluster MTBF {:.1f} h, ~{:.0f} failures and ~{:.0f} planned "
         "stops at {:.0f} min each)\n",
         res.plans.front().estimate.expected_days, rt.overhead_factor, rt.stretch, rt.checkpoint_bytes / 1e9,

@@ -322,12 +322,13 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
             // planned stops and restarts: the run model's expected wall clock over the steady one
             // (docs/model.md, "Whole run"), with the default run settings (Llama 3's published
             // interruption table, planned stops, effective training time and diurnal variation;
-            // ByteDance's straggler waste), the same for every row, as the rows give none.
+            // ByteDance's straggler waste; BLOOM's evaluation pauses), the same for every row, as the
+            // rows give none.
             const auto& run = e.run;
             r.predicted = e.tokens_per_s_per_gpu / run.overhead_factor;
             r.choices.push_back(fmt::format(
                 "end_to_end: steady {:.0f} tokens/s/GPU / {:.4f} (run model with default run settings: x{:.3f} "
-                "slowdowns and stragglers, a {:.2g} s checkpoint write every {:.0f} min, cluster MTBF {:.1f} h, a planned stop every "
+                "slowdowns, stragglers and evaluations, a {:.2g} s checkpoint write every {:.0f} min, cluster MTBF {:.1f} h, a planned stop every "
                 "{:.1f} h, {:.0f} min per restart)",
                 e.tokens_per_s_per_gpu, run.overhead_factor, run.stretch, run.checkpoint_write_s,
                 run.checkpoint_interval_s / 60.0, run.cluster_mtbf_s / 3600.0, run.planned_interval_s / 3600.0,
