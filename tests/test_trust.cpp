@@ -184,3 +184,40 @@ TEST_CASE("a calibrated profile narrows the band by the variance between GPUs an
     CHECK(calibrated.time_p90 - calibrated.time_p10 < datasheet.time_p90 - datasheet.time_p10);
     CHECK(calibrated.basis.find("calibrated") != std::string::npos);
 }
+
+TEST_CASE("leave-file-out coverage judges each file with a table built from the other files only", "[trust][data]") {
+    const fs::path data = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data";
+    std::vector<sim::PublishedFile> files;
+    for (const auto* name : {"published-torchtitan.csv", "published-llm-foundry.csv"})
+        files.push_back({name, model::load_validation_csv(data / name, TRAINSIM_TEST_DATA_DIR), false});
+    const auto a = sim::error_samples(files[0].rows, files[0].name, false, 2);
+    const auto b = sim::error_samples(files[1].rows, files[1].name, false, 2);
+    REQUIRE_FALSE(a.empty());
+    REQUIRE_FALSE(b.empty());
+    const auto c = sim::cross_validate_bands(files, 2);
+    REQUIRE(c.size() == 2);
+    // Each file's leave-out table holds exactly the other file's rows.
+    CHECK(c[0].rows == static_cast<int>(a.size()));
+    CHECK(c[0].left_out_basis == static_cast<int>(b.size()));
+    CHECK(c[1].left_out_basis == static_cast<int>(a.size()));
+    // The torchtitan rows judged by a table of llm-foundry's rows alone, and by the pooled one.
+    auto coverage = [&](const sim::ErrorModel& m) {
+        const auto rep = sim::validate_rows(files[0].rows, "step", 2, &m);
+        std::vector<const sim::RowResult*> rows;
+        for (const auto& r : rep.rows)
+            if (r.status != "skipped") rows.push_back(&r);
+        return sim::band_stats(rows);
+    };
+    auto pooled = a;
+    pooled.insert(pooled.end(), b.begin(), b.end());
+    CHECK(c[0].left_out.coverage == Approx(coverage(sim::build_error_model(b)).coverage));
+    CHECK(c[0].left_out.median_width == Approx(coverage(sim::build_error_model(b)).median_width));
+    CHECK(c[0].in_sample.coverage == Approx(coverage(sim::build_error_model(pooled)).coverage));
+    CHECK(c[0].left_out.rows == c[0].rows);
+    // A single file has no other to build a table from.
+    const auto one = sim::cross_validate_bands({files[0]}, 2);
+    REQUIRE(one.size() == 1);
+    CHECK(one[0].left_out_basis == 0);
+    CHECK(one[0].left_out.rows == 0);
+    CHECK(one[0].in_sample.rows == one[0].rows);
+}

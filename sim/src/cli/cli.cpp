@@ -92,6 +92,10 @@ int run_cli(int argc, char** argv) {
     emc->add_option("--held-out", em_held_out, "CSVs whose rows guided no constant (held out)");
     emc->add_option("--out", em_out, "write the table here (atomically) instead of stdout");
     emc->add_option("--data-dir", em_data, "folder with models/ and hardware/");
+    bool em_cross = false;
+    emc->add_flag("--cross-validate", em_cross,
+                  "print each file's band coverage and width in sample and with the table built from the other "
+                  "files only (leave-file-out); the table is still written with --out");
 
     PlanArgs plan_args;
     auto* plan_cmd = app.add_subcommand("plan", "search every valid parallel layout, simulate those that fit, rank them");
@@ -165,20 +169,33 @@ int run_cli(int argc, char** argv) {
     if (*coll) return run_collective(coll_args);
     if (*plan_cmd) return run_plan_search(plan_args);
     if (*emc) {
-        std::vector<ErrorSample> samples;
-        std::vector<std::pair<std::string, bool>> files;
-        for (const auto& f : em_files) files.emplace_back(f, false);
-        for (const auto& f : em_held_out) files.emplace_back(f, true);
+        std::vector<PublishedFile> files;
+        auto load = [&](const std::string& file, bool held_out) {
+            files.push_back({fs::path(file).filename().string(), model::load_validation_csv(file, data_dir(em_data)),
+                             held_out});
+        };
+        for (const auto& f : em_files) load(f, false);
+        for (const auto& f : em_held_out) load(f, true);
         const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-        for (const auto& [file, held_out] : files) {
-            const auto rows = model::load_validation_csv(file, data_dir(em_data));
-            const auto s = error_samples(rows, fs::path(file).filename().string(), held_out, threads);
+        std::vector<ErrorSample> samples;
+        for (const auto& f : files) {
+            const auto s = error_samples(f.rows, f.name, f.held_out, threads);
             samples.insert(samples.end(), s.begin(), s.end());
         }
         const auto table = error_model_json(build_error_model(samples)).dump(1) + "\n";
-        if (em_out.empty())
-            std::cout << table;
-        else
+        if (em_cross) {
+            std::cout << "80% bands per file (step rows): in sample = the table from every file, as shipped; "
+                         "leave-file-out = the table from the other files only\n";
+            std::cout << fmt::format("  {:<30} {:>5}  {:>9} {:>7}  {:>14} {:>7}  {:>10}\n", "file", "rows",
+                                     "in sample", "width", "leave-file-out", "width", "table rows");
+            for (const auto& c : cross_validate_bands(files, threads))
+                std::cout << fmt::format("  {:<30} {:>5}  {:>8.0f}% {:>6.0f}%  {:>13.0f}% {:>6.0f}%  {:>10}\n", c.file,
+                                         c.rows, 100 * c.in_sample.coverage, 100 * c.in_sample.median_width,
+                                         100 * c.left_out.coverage, 100 * c.left_out.median_width, c.left_out_basis);
+        }
+        if (em_out.empty()) {
+            if (!em_cross) std::cout << table;
+        } else
             if (const auto note = write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
                 !note.empty())
                 std::cerr << "trainsim: " << note << "\n";

@@ -401,6 +401,38 @@ std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& 
     return out;
 }
 
+std::vector<FileCoverage> cross_validate_bands(const std::vector<PublishedFile>& files, unsigned threads) {
+    std::vector<std::vector<ErrorSample>> samples;
+    for (const auto& f : files) samples.push_back(error_samples(f.rows, f.name, f.held_out, threads));
+    auto pooled = [&](std::size_t skip) {
+        std::vector<ErrorSample> out;
+        for (std::size_t i = 0; i < samples.size(); ++i)
+            if (i != skip) out.insert(out.end(), samples[i].begin(), samples[i].end());
+        return out;
+    };
+    const ErrorModel all = build_error_model(pooled(files.size()));
+    auto coverage = [&](const PublishedFile& f, const ErrorModel& m) {
+        const auto rep = validate_rows(f.rows, "step", threads, &m);
+        std::vector<const RowResult*> compared;
+        for (const auto& r : rep.rows)
+            if (r.status != "skipped") compared.push_back(&r);
+        return band_stats(compared);
+    };
+    std::vector<FileCoverage> out;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        FileCoverage c;
+        c.file = files[i].name;
+        c.rows = static_cast<int>(samples[i].size());
+        const auto others = pooled(i);
+        c.left_out_basis = static_cast<int>(others.size());
+        c.in_sample = coverage(files[i], all);
+        // With no other file there is nothing to build a table from.
+        if (!others.empty()) c.left_out = coverage(files[i], build_error_model(others));
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
 namespace {
 nlohmann::json stats_json(const ErrorStats& s) {
     return {{"n", s.n},

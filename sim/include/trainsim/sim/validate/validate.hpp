@@ -88,6 +88,25 @@ struct BandStats {
 };
 [[nodiscard]] BandStats band_stats(const std::vector<const RowResult*>& rows);
 
+// One published-measurements file, as the error model reads it.
+struct PublishedFile {
+    std::string name; // the file's name (samples are tagged with it)
+    std::vector<model::ValidationRow> rows;
+    bool held_out = false; // its rows guided no constant
+};
+// How one file's step rows sit in their 80% bands, in sample (the table built from every file,
+// this one included, as shipped) and leave-file-out (built from the other files only: the file
+// read as a source nobody tuned to, which is a new user's situation; docs/trust.md).
+struct FileCoverage {
+    std::string file;
+    int rows = 0;             // compared step rows of the file
+    int left_out_basis = 0;   // rows behind the leave-file-out table (every other file's)
+    BandStats in_sample, left_out;
+};
+// Runs validate on every file, builds the table from all of them and, per file, from the others.
+[[nodiscard]] std::vector<FileCoverage> cross_validate_bands(const std::vector<PublishedFile>& files,
+                                                             unsigned threads);
+
 struct ErrorGroup {
     struct KeyValue {
         std::string key, value; // "tp", "2"; "tokens_per_gpu", "2k-8k"
