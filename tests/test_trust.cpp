@@ -33,7 +33,7 @@ sim::ErrorSample sample(const std::string& source, double error, const sim::Regi
     return s;
 }
 sim::Regime regime(const std::string& scale) {
-    return {"megatron-core", "other", scale, "16k+"};
+    return {"megatron-core", "other", scale, "16k+", ""};
 }
 
 sim::ErrorModel shipped_error_model() {
@@ -167,15 +167,16 @@ TEST_CASE("a calibrated profile narrows the band by the variance between GPUs an
     const auto m = sim::build_error_model(s);
     CHECK(m.hardware_share == Approx(0.8));
     auto plan = test::small_plan(1, 1, 8, 16, 1);
-    sim::StepBreakdown bd;
-    bd.forward = Time::ps(600);    // compute 60% of the step
-    bd.tp_exposed = Time::ps(400); // exposed communication 40%
-    const auto datasheet = sim::band_for(m, plan, &bd);
+    sim::StepResult st;
+    st.breakdown.forward = Time::ps(600);    // compute 60% of the step
+    st.breakdown.tp_exposed = Time::ps(400); // exposed communication 40%
+    st.step_time = Time::ps(1000);
+    const auto datasheet = sim::band_for(m, plan, &st);
     plan.hardware.compute_fit_residual = 0.02;
     plan.hardware.comm_fit_residual = 0.05;
     plan.hardware.sources["calibration.compute_residual"] = "measured";
     plan.hardware.sources["calibration.comm_residual"] = "measured";
-    const auto calibrated = sim::band_for(m, plan, &bd);
+    const auto calibrated = sim::band_for(m, plan, &st);
     // d' = sqrt(d^2 (1 - 0.8) + (1.2816 r)^2), r = hypot(0.6 x 0.02, 0.4 x 0.05).
     const double r = std::hypot(0.6 * 0.02, 0.4 * 0.05);
     const double d_hi = datasheet.time_p90 - datasheet.time_p50, d_lo = datasheet.time_p50 - datasheet.time_p10;
@@ -183,6 +184,38 @@ TEST_CASE("a calibrated profile narrows the band by the variance between GPUs an
     CHECK(calibrated.time_p50 - calibrated.time_p10 == Approx(std::sqrt(d_lo * d_lo * 0.2 + 1.2816 * 1.2816 * r * r)));
     CHECK(calibrated.time_p90 - calibrated.time_p10 < datasheet.time_p90 - datasheet.time_p10);
     CHECK(calibrated.basis.find("calibrated") != std::string::npos);
+}
+
+TEST_CASE("a host-heavy plan takes the band of the host-heavy rows and a GPU-bound plan that of the others", "[trust]") {
+    // 21 host-heavy rows at +10% +- 1% steps and 21 GPU-bound rows at -5% +- 1% steps, one regime
+    // otherwise: each sub-regime's median is its centre, the parent's lies between.
+    const auto plan = test::small_plan(1, 1, 8, 16, 1);
+    std::vector<sim::ErrorSample> s;
+    for (int i = 0; i <= 20; ++i) {
+        auto heavy = sample("a", 0.10 + (i - 10) / 1000.0, sim::regime_of(plan));
+        heavy.regime.host = "host-heavy";
+        auto bound = sample("a", -0.05 + (i - 10) / 1000.0, sim::regime_of(plan));
+        bound.regime.host = "gpu-bound";
+        s.push_back(heavy);
+        s.push_back(bound);
+    }
+    const auto m = sim::build_error_model(s);
+    sim::StepResult st;
+    st.step_time = Time::ps(1000);
+    st.host_busy = Time::ps(500); // exactly kHostHeavyShare of the step
+    REQUIRE(sim::kHostHeavyShare == 0.5);
+    const auto heavy = sim::band_for(m, plan, &st);
+    CHECK(heavy.regime.ends_with("/host-heavy"));
+    CHECK(heavy.time_p50 == Approx(1.10));
+    st.host_busy = Time::ps(499);
+    const auto bound = sim::band_for(m, plan, &st);
+    CHECK(bound.regime.ends_with("/gpu-bound"));
+    CHECK(bound.time_p50 == Approx(0.95));
+    // Without a simulated step the key stops a level short, at the pooled rows, with no widening.
+    const auto unknown = sim::band_for(m, plan);
+    CHECK(unknown.regime == sim::regime_of(plan).key());
+    CHECK(unknown.regime.find("host") == std::string::npos);
+    CHECK(unknown.basis.find("widened x1.1") == std::string::npos);
 }
 
 TEST_CASE("leave-file-out coverage judges each file with a table built from the other files only", "[trust][data]") {

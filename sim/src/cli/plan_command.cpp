@@ -118,7 +118,8 @@ int run_plan_search(const PlanArgs& a) {
     o.deadline_days = a.deadline_days;
     o.budget = a.budget;
     // p90: rank by the pessimistic end of each plan's error band (docs/trust.md): days, or cost
-    // with a deadline. Within one GPU count every plan shares its band, so this reorders counts.
+    // with a deadline. Within one GPU count plans share their band unless their host shares put
+    // them in different regimes (host-heavy / gpu-bound), so this mostly reorders counts.
     const bool rank_p90 = a.rank == "p90" || a.rank == "days-p90" || a.rank == "cost-p90";
     if (a.rank.empty() || a.rank == "p90")
         o.rank = a.deadline_days && !a.budget ? RankBy::cost : RankBy::days;

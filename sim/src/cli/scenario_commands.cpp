@@ -34,7 +34,7 @@ std::optional<ErrorModel> load_error_model(const fs::path& dir) {
 }
 
 void attach_band(RunEstimate& e, const model::Plan& plan, const std::optional<ErrorModel>& em) {
-    if (em && e.fits && e.step) e.band = band_for(*em, plan, &e.step->breakdown);
+    if (em && e.fits && e.step) e.band = band_for(*em, plan, &*e.step);
 }
 
 

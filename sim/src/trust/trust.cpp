@@ -44,6 +44,7 @@ std::string Regime::key(int levels) const {
     if (levels > 1) k += "/" + gpu_gen;
     if (levels > 2) k += "/" + scale;
     if (levels > 3) k += "/" + tokens;
+    if (levels > 4 && !host.empty()) k += "/" + host;
     return k;
 }
 
@@ -57,7 +58,7 @@ std::string framework_family(const std::string& framework) {
     return "megatron-core"; // megatron-core, nemo
 }
 
-Regime regime_of(const model::Plan& plan) {
+Regime regime_of(const model::Plan& plan, const StepResult* step) {
     Regime r;
     r.family = framework_family(plan.parallel.framework);
     const std::string& id = plan.hardware.id;
@@ -68,6 +69,8 @@ Regime regime_of(const model::Plan& plan) {
     r.scale = n <= 8 ? kScales[0] : n <= 256 ? kScales[1] : kScales[2];
     const double tokens = static_cast<double>(plan.training.global_batch) * plan.training.seq_len / std::max(1, n);
     r.tokens = tokens < 4096 ? "<4k" : tokens < 16384 ? "4k-16k" : "16k+";
+    if (step != nullptr && step->step_time.seconds() > 0)
+        r.host = step->host_busy.seconds() >= kHostHeavyShare * step->step_time.seconds() ? "host-heavy" : "gpu-bound";
     return r;
 }
 
@@ -135,7 +138,7 @@ ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
         m.hardware_share = total > 0 ? std::round(between / total * 1e6) / 1e6 : 0.0;
     }
 
-    // Rows per key at every level (0 = all ... 4 = the full regime).
+    // Rows per key at every level (0 = all ... 5 = the full regime).
     struct Acc {
         std::vector<double> errors, held_out_errors;
         int held_out = 0;
@@ -143,7 +146,7 @@ ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
     };
     std::map<std::string, Acc> acc;
     for (const auto& s : samples) {
-        for (int level = 0; level <= 4; ++level) {
+        for (int level = 0; level <= s.regime.levels(); ++level) {
             auto& a = acc[s.regime.key(level)];
             a.errors.push_back(s.error);
             if (s.held_out) a.held_out_errors.push_back(s.error);
@@ -271,10 +274,11 @@ ErrorModel error_model_from_json(const nlohmann::json& j, const std::string& fil
     return m;
 }
 
-Band band_for(const ErrorModel& m, const model::Plan& plan, const StepBreakdown* breakdown) {
-    const Regime r = regime_of(plan);
+Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* step) {
+    const Regime r = regime_of(plan, step);
+    const StepBreakdown* breakdown = step != nullptr ? &step->breakdown : nullptr;
     const RegimeBand* found = nullptr;
-    int level = 4;
+    int level = r.levels();
     for (; level >= 0 && found == nullptr; --level) {
         const auto key = r.key(level);
         for (const auto& b : m.bands)
@@ -286,7 +290,9 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepBreakdown*
     band.regime = found->key;
     band.rows = found->rows;
     double lo = found->p50 - found->p10, hi = found->p90 - found->p50;
-    const int dropped = 4 - level;
+    // The host level refines a regime where its rows split (vTrain's); a plan whose regime has no
+    // band at that level is judged by the regime's own rows, not widened for it.
+    const int dropped = std::max(0, 4 - level);
     const double fallback = std::pow(kFallbackWidening, dropped);
     band.basis = found->basis;
     if (dropped > 0)
@@ -328,13 +334,13 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepBreakdown*
     const auto& hw = plan.hardware;
     if (breakdown != nullptr && hw.sources.contains("calibration.compute_residual") &&
         hw.sources.contains("calibration.comm_residual")) {
-        const double step = breakdown->total().seconds();
-        if (step > 0) {
-            const double c = (breakdown->compute() + breakdown->optimizer).seconds() / step;
+        const double total = breakdown->total().seconds();
+        if (total > 0) {
+            const double c = (breakdown->compute() + breakdown->optimizer).seconds() / total;
             const double k =
                 (breakdown->tp_exposed + breakdown->cp_exposed + breakdown->dp_exposed + breakdown->pp_exposed)
                     .seconds() /
-                step;
+                total;
             const double resid = std::hypot(c * hw.compute_fit_residual, k * hw.comm_fit_residual);
             constexpr double kZ90 = 1.2816;
             const double keep = 1.0 - m.hardware_share;

@@ -309,7 +309,7 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
             r.host_busy_s = e.step->host_busy.seconds();
             r.breakdown = e.step->breakdown;
         }
-        r.regime = regime_of(plan);
+        r.regime = regime_of(plan, e.step ? &*e.step : nullptr);
         r.features = features_of(plan);
         const auto& par = plan.parallel;
         r.layout = {par.tp, par.pp, par.vp, par.cp, par.dp, plan.training.micro_batch, plan.grad_accum(),
@@ -336,7 +336,7 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         }
         r.error_pct = (r.predicted - r.measured) / r.measured * 100.0;
         if (bands != nullptr) {
-            const auto b = band_for(*bands, plan, e.step ? &e.step->breakdown : nullptr);
+            const auto b = band_for(*bands, plan, e.step ? &*e.step : nullptr);
             r.has_band = true;
             r.predicted_p10 = r.predicted / b.time_p90;
             r.predicted_p90 = r.predicted / b.time_p10;

@@ -16,7 +16,7 @@
 
 namespace trainsim::sim {
 
-struct StepBreakdown; // executor.hpp
+struct StepResult; // executor.hpp
 
 // The dimensions a plan's error is looked up by, coarsest first.
 struct Regime {
@@ -24,10 +24,21 @@ struct Regime {
     std::string gpu_gen; // ampere | hopper | other
     std::string scale;   // 1-8 | 9-256 | 257+ GPUs
     std::string tokens;  // tokens per GPU per step: <4k | 4k-16k | 16k+
-    // "family/gpu_gen/scale/tokens", or its first `levels` parts (0: "all").
-    [[nodiscard]] std::string key(int levels = 4) const;
+    // host-heavy | gpu-bound: whether the host's issue time is at least kHostHeavyShare of the
+    // step (empty: no step was simulated, the key stops at `tokens`).
+    std::string host;
+    // The levels this regime has: 5 with `host`, else 4.
+    [[nodiscard]] int levels() const { return host.empty() ? 4 : 5; }
+    // "family/gpu_gen/scale/tokens/host", or its first `levels` parts (0: "all").
+    [[nodiscard]] std::string key(int levels = 5) const;
 };
-[[nodiscard]] Regime regime_of(const model::Plan& plan);
+// The host's share of the step (host_busy / step_time) from which a plan is host-heavy. Half: the
+// host then needs, per kernel, more than half the kernel's own time to issue it, so its jitter
+// and every wait it makes show in the step; below it, the host's run-ahead hides them. It is
+// where vTrain's signed errors change sign (median -6% below, +8 to +10% above; docs/trust.md).
+inline constexpr double kHostHeavyShare = 0.5;
+// The plan's regime; with its simulated step (`step`), also whether it is host-heavy.
+[[nodiscard]] Regime regime_of(const model::Plan& plan, const StepResult* step = nullptr);
 // The framework family of a `parallel.framework` value (empty: megatron-core, the default stack).
 [[nodiscard]] std::string framework_family(const std::string& framework);
 
@@ -109,7 +120,9 @@ struct Band {
 //   d' = sqrt(d^2 (1 - hardware_share) + (1.2816 r)^2),  r = sqrt((c r_compute)^2 + (m r_comm)^2)
 // for each side's deviation d from the median (1.2816: the normal 90th percentile, taking each
 // residual as one standard deviation).
-[[nodiscard]] Band band_for(const ErrorModel& m, const model::Plan& plan, const StepBreakdown* breakdown = nullptr);
+// `step` (when given) is the plan's simulated step: its host share picks the regime's last
+// level, and its breakdown weighs a calibrated profile's residuals.
+[[nodiscard]] Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* step = nullptr);
 // The band's deviations from p50 grow by this factor per out-of-domain reason.
 inline constexpr double kOutOfDomainWidening = 1.5;
 
