@@ -122,10 +122,8 @@ TEST_CASE("run model: the Llama 3 defaults reproduce its run", "[plan-search][ru
 TEST_CASE("run model: one GPU waits for no straggler, two GPUs pay the default", "[plan-search][run]") {
     // Same job, no failures or stops, on 1 and on 2 GPUs of one node: the stretch differs by the
     // straggler term alone; a scenario's run.stragglers replaces the default.
-    sim::RunModelParams p = failures_only();
-    p.gpu_mtbf_hours = 1e300;
-    p.node_mtbf_hours = 1e300;
-    p.planned_per_day = 0;
+    sim::RunModelParams p = failures_only(); // no node failures, planned stops or slowdowns
+    p.gpu_mtbf_hours = 1e300;                // and no GPU failures
     p.checkpoint_interval_s = 3600.0;
     p.straggler_fraction = model::RunSettings{}.straggler_fraction; // the default
     const auto one = sim::run_time(1.0, 1e9, 1, 1, p);

@@ -297,12 +297,12 @@ inline constexpr double kLlama3DiurnalSlowdown = 0.01;
 // pauses; slow or faulty workers in 1.7% of straggling jobs). Wasting 10.4% of the time stretches the
 // steady time by 0.104 / 0.896 = 11.6%.
 inline constexpr double kByteDanceStragglerWaste = 0.104;
+inline constexpr double kStragglerStretch = kByteDanceStragglerWaste / (1.0 - kByteDanceStragglerWaste);
 // Evaluation pauses: BLOOM-176B's chronicle (bigscience-workshop/bigscience,
 // train/tr11-176B-ml/chronicles.md, 2022-03-18): "A single eval iteration is about 12 min ... we
 // perform it once every 1k iteration and it 'costs' about 7 iterations or 0.7% of training" (105 s
 // iterations). One run's cadence, the only published share found; write your own.
 inline constexpr double kBloomEvalPauses = 0.007;
-inline constexpr double kStragglerStretch = kByteDanceStragglerWaste / (1.0 - kByteDanceStragglerWaste);
 
 // The whole run around the steps: checkpoints, failures, planned interruptions, restarts and what
 // slows the steady throughput (sim/run_model.hpp). Defaults and their sources are in the key table
