@@ -211,11 +211,63 @@ TEST_CASE("a host-heavy plan takes the band of the host-heavy rows and a GPU-bou
     const auto bound = sim::band_for(m, plan, &st);
     CHECK(bound.regime.ends_with("/gpu-bound"));
     CHECK(bound.time_p50 == Approx(0.95));
-    // Without a simulated step the key stops a level short, at the pooled rows, with no widening.
+    // Without a simulated step the key stops a level short, at the pooled rows: nothing skipped.
     const auto unknown = sim::band_for(m, plan);
     CHECK(unknown.regime == sim::regime_of(plan).key());
     CHECK(unknown.regime.find("host") == std::string::npos);
-    CHECK(unknown.basis.find("widened x1.1") == std::string::npos);
+    CHECK(unknown.basis.find("looked up at") == std::string::npos);
+}
+
+TEST_CASE("without host-heavy rows a host-heavy plan is widened and a GPU-bound plan is not", "[trust]") {
+    // 21 GPU-bound rows at -10% ... +10% and 3 host-heavy ones (under kMinRegimeRows): the
+    // host-heavy key has no band, so both plans fall back to the regime's 24 pooled rows.
+    const auto plan = test::small_plan(1, 1, 8, 16, 1);
+    std::vector<sim::ErrorSample> s;
+    for (int i = 0; i <= 20; ++i) {
+        auto x = sample("a", (i - 10) / 100.0, sim::regime_of(plan));
+        x.regime.host = "gpu-bound";
+        x.features = sim::features_of(plan); // inside the evidence: no out-of-domain widening
+        s.push_back(x);
+    }
+    for (int i = 0; i < 3; ++i) {
+        auto x = sample("a", 0.0, sim::regime_of(plan));
+        x.regime.host = "host-heavy";
+        x.features = sim::features_of(plan);
+        s.push_back(x);
+    }
+    const auto m = sim::build_error_model(s);
+    const auto pooled = std::find_if(m.bands.begin(), m.bands.end(),
+                                     [&](const auto& b) { return b.key == sim::regime_of(plan).key(); });
+    REQUIRE(pooled != m.bands.end());
+    CHECK(pooled->rows == 24);
+    sim::StepResult st;
+    st.step_time = Time::ps(1000);
+    st.host_busy = Time::ps(900);
+    const auto heavy = sim::band_for(m, plan, &st);
+    st.host_busy = Time::ps(100);
+    const auto bound = sim::band_for(m, plan, &st);
+    const auto gpu_bound_key = std::find_if(m.bands.begin(), m.bands.end(), [&](const auto& b) {
+        return b.key == sim::regime_of(plan).key() + "/gpu-bound";
+    });
+    REQUIRE(gpu_bound_key != m.bands.end());
+    // The GPU-bound plan has its own key; the host-heavy one is looked up a level up, x1.1.
+    CHECK(bound.regime == gpu_bound_key->key);
+    CHECK(heavy.regime == pooled->key);
+    CHECK(heavy.time_p50 - heavy.time_p10 == Approx(1.1 * (pooled->p50 - pooled->p10)));
+    CHECK(heavy.time_p90 - heavy.time_p50 == Approx(1.1 * (pooled->p90 - pooled->p50)));
+    CHECK(heavy.out_of_domain.empty());
+    CHECK(heavy.basis.find("widened x1.10") != std::string::npos);
+    // With too few GPU-bound rows too, a GPU-bound plan falls back unwidened.
+    std::vector<sim::ErrorSample> few(s.begin(), s.begin() + 10);
+    few.insert(few.end(), s.end() - 3, s.end());
+    const auto m2 = sim::build_error_model(few);
+    const auto b2 = sim::band_for(m2, plan, &st);
+    const auto pooled2 = std::find_if(m2.bands.begin(), m2.bands.end(),
+                                      [&](const auto& b) { return b.key == sim::regime_of(plan).key(); });
+    REQUIRE(pooled2 != m2.bands.end());
+    CHECK(b2.regime == pooled2->key);
+    CHECK(b2.time_p90 - b2.time_p50 == Approx(pooled2->p90 - pooled2->p50));
+    CHECK(b2.basis.find("not widened") != std::string::npos);
 }
 
 TEST_CASE("leave-file-out coverage judges each file with a table built from the other files only", "[trust][data]") {

@@ -177,14 +177,9 @@ int run_cli(int argc, char** argv) {
         for (const auto& f : em_files) load(f, false);
         for (const auto& f : em_held_out) load(f, true);
         const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-        std::vector<ErrorSample> samples;
-        for (const auto& f : files) {
-            const auto s = error_samples(f.rows, f.name, f.held_out, threads);
-            samples.insert(samples.end(), s.begin(), s.end());
-        }
-        const auto table = error_model_json(build_error_model(samples)).dump(1) + "\n";
         if (em_cross) {
-            std::cout << "80% bands per file (step rows): in sample = the table from every file, as shipped; "
+            std::cout << "80% bands per file (step rows): in sample = the table built from every file (what "
+                         "scripts/error-model ships); "
                          "leave-file-out = the table from the other files only\n";
             std::cout << fmt::format("  {:<30} {:>5}  {:>9} {:>7}  {:>14} {:>7}  {:>10}\n", "file", "rows",
                                      "in sample", "width", "leave-file-out", "width", "table rows");
@@ -193,12 +188,18 @@ int run_cli(int argc, char** argv) {
                                          c.rows, 100 * c.in_sample.coverage, 100 * c.in_sample.median_width,
                                          100 * c.left_out.coverage, 100 * c.left_out.median_width, c.left_out_basis);
         }
-        if (em_out.empty()) {
-            if (!em_cross) std::cout << table;
-        } else
-            if (const auto note = write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
-                !note.empty())
-                std::cerr << "trainsim: " << note << "\n";
+        if (em_cross && em_out.empty()) return kExitOk;
+        std::vector<ErrorSample> samples;
+        for (const auto& f : files) {
+            const auto s = error_samples(f.rows, f.name, f.held_out, threads);
+            samples.insert(samples.end(), s.begin(), s.end());
+        }
+        const auto table = error_model_json(build_error_model(samples)).dump(1) + "\n";
+        if (em_out.empty())
+            std::cout << table;
+        else if (const auto note = write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
+                 !note.empty())
+            std::cerr << "trainsim: " << note << "\n";
         return kExitOk;
     }
     if (*val) {

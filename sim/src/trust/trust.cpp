@@ -31,7 +31,8 @@ double quantile(const std::vector<double>& sorted, double q) {
 // resting on them has its deviations from the median widened by this factor.
 constexpr double kSeenWidening = 1.0;
 // A band looked up at a coarser key than the plan's own regime is widened by this factor per
-// level dropped (the finer regime had too few rows to say).
+// level dropped (the finer regime had too few rows to say), except the host level of a GPU-bound
+// plan (band_for).
 constexpr double kFallbackWidening = 1.1;
 
 constexpr const char* kScales[] = {"1-8", "9-256", "257+"};
@@ -290,14 +291,18 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
     band.regime = found->key;
     band.rows = found->rows;
     double lo = found->p50 - found->p10, hi = found->p90 - found->p50;
-    // The host level refines a regime where its rows split (vTrain's); a plan whose regime has no
-    // band at that level is judged by the regime's own rows, not widened for it.
-    const int dropped = std::max(0, 4 - level);
+    // The host level refines a regime where its rows split (vTrain's). A GPU-bound plan whose
+    // regime has no band there is judged by the regime's own rows, which outside vTrain are all
+    // GPU-bound: not widened for it. A host-heavy one then rests on rows unlike it: widened.
+    const int skipped = r.levels() - level;
+    const int dropped = std::max(0, 4 - level) + (r.host == "host-heavy" && level < 5 ? 1 : 0);
     const double fallback = std::pow(kFallbackWidening, dropped);
     band.basis = found->basis;
-    if (dropped > 0)
-        band.basis += fmt::format("; looked up at '{}' ({} finer level(s) had under {} rows), widened x{:.2f}",
-                                  found->key, dropped, kMinRegimeRows, fallback);
+    if (skipped > 0)
+        band.basis += fmt::format("; looked up at '{}' ({} finer level(s) had under {} rows), {}", found->key, skipped,
+                                  kMinRegimeRows,
+                                  dropped > 0 ? fmt::format("widened x{:.2f}", fallback)
+                                              : std::string("not widened (a GPU-bound plan)"));
 
     // Outside the evidence: each reason widens the band.
     const auto f = features_of(plan);

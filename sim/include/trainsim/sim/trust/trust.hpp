@@ -35,7 +35,7 @@ struct Regime {
 // The host's share of the step (host_busy / step_time) from which a plan is host-heavy. Half: the
 // host then needs, per kernel, more than half the kernel's own time to issue it, so its jitter
 // and every wait it makes show in the step; below it, the host's run-ahead hides them. It is
-// where vTrain's signed errors change sign (median -6% below, +8 to +10% above; docs/trust.md).
+// where vTrain's signed errors change sign (median -5.5% below, +8.3% above; docs/trust.md).
 inline constexpr double kHostHeavyShare = 0.5;
 // The plan's regime; with its simulated step (`step`), also whether it is host-heavy.
 [[nodiscard]] Regime regime_of(const model::Plan& plan, const StepResult* step = nullptr);
