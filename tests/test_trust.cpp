@@ -270,6 +270,39 @@ TEST_CASE("without host-heavy rows a host-heavy plan is widened and a GPU-bound 
     CHECK(b2.basis.find("not widened") != std::string::npos);
 }
 
+TEST_CASE("a layout feature with fewer published runs than a band needs is flagged and widened", "[trust]") {
+    // TP 16 over two 8-GPU nodes. The evidence holds 21 rows without the feature and, first, 11
+    // with it (one under kMinRegimeRows), then 12.
+    auto plan = test::small_plan(16, 1, 1, 16, 1);
+    REQUIRE(plan.cluster.gpus_per_node == 8);
+    auto evidence = [&](int with) {
+        std::vector<sim::ErrorSample> s;
+        for (int i = 0; i < 21 + with; ++i) {
+            auto x = sample("a", (i % 21 - 10) / 100.0, sim::regime_of(plan));
+            x.features = sim::features_of(plan);
+            x.features.tp_across_nodes = i >= 21;
+            s.push_back(x);
+        }
+        return sim::build_error_model(s);
+    };
+    REQUIRE(sim::kMinRegimeRows == 12);
+    const auto thin = evidence(11);
+    CHECK(thin.evidence.tp_across_nodes_rows == 11);
+    const auto flagged = sim::band_for(thin, plan);
+    REQUIRE(flagged.out_of_domain.size() == 1);
+    CHECK(flagged.out_of_domain[0] == "TP across nodes: 11 published run(s) did it, under the 12 a band needs");
+    const auto enough = evidence(12);
+    const auto inside = sim::band_for(enough, plan);
+    CHECK(inside.out_of_domain.empty());
+    // The same regime band, widened x1.5 (kOutOfDomainWidening) for the one reason.
+    const auto own = std::find_if(thin.bands.begin(), thin.bands.end(),
+                                  [&](const auto& b) { return b.key == sim::regime_of(plan).key(); });
+    REQUIRE(own != thin.bands.end());
+    CHECK(flagged.time_p90 - flagged.time_p50 == Approx(1.5 * (own->p90 - own->p50)));
+    // A plan inside one node is not flagged by the thin evidence.
+    CHECK(sim::band_for(thin, test::small_plan(8, 1, 1, 16, 1)).out_of_domain.empty());
+}
+
 TEST_CASE("leave-file-out coverage judges each file with a table built from the other files only", "[trust][data]") {
     const fs::path data = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data";
     std::vector<sim::PublishedFile> files;
@@ -295,9 +328,13 @@ TEST_CASE("leave-file-out coverage judges each file with a table built from the 
     };
     auto pooled = a;
     pooled.insert(pooled.end(), b.begin(), b.end());
-    CHECK(c[0].left_out.coverage == Approx(coverage(sim::build_error_model(b)).coverage));
-    CHECK(c[0].left_out.median_width == Approx(coverage(sim::build_error_model(b)).median_width));
-    CHECK(c[0].in_sample.coverage == Approx(coverage(sim::build_error_model(pooled)).coverage));
+    // Tables as they ship: through the JSON the committed table is read from.
+    auto shipped = [](const std::vector<sim::ErrorSample>& x) {
+        return sim::error_model_from_json(sim::error_model_json(sim::build_error_model(x)), "t");
+    };
+    CHECK(c[0].left_out.coverage == Approx(coverage(shipped(b)).coverage));
+    CHECK(c[0].left_out.median_width == Approx(coverage(shipped(b)).median_width));
+    CHECK(c[0].in_sample.coverage == Approx(coverage(shipped(pooled)).coverage));
     CHECK(c[0].left_out.rows == c[0].rows);
     // A single file has no other to build a table from.
     const auto one = sim::cross_validate_bands({files[0]}, 2);

@@ -109,8 +109,8 @@ ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
         g.gpus_max = std::max(g.gpus_max, f.gpus);
         precisions[f.gpu].insert(f.precision);
         m.evidence.seq_max = std::max(m.evidence.seq_max, f.seq_len);
-        m.evidence.cp = m.evidence.cp || f.cp;
-        m.evidence.tp_across_nodes = m.evidence.tp_across_nodes || f.tp_across_nodes;
+        m.evidence.cp_rows += f.cp ? 1 : 0;
+        m.evidence.tp_across_nodes_rows += f.tp_across_nodes ? 1 : 0;
         families.insert(f.family);
     }
     for (auto& [id, g] : per_gpu) {
@@ -225,8 +225,8 @@ nlohmann::json error_model_json(const ErrorModel& m) {
              {{"gpus", gpus},
               {"families", e.families},
               {"seq_max", e.seq_max},
-              {"cp", e.cp},
-              {"tp_across_nodes", e.tp_across_nodes}}},
+              {"cp_rows", e.cp_rows},
+              {"tp_across_nodes_rows", e.tp_across_nodes_rows}}},
             {"bands", bands}};
 }
 
@@ -251,8 +251,10 @@ ErrorModel error_model_from_json(const nlohmann::json& j, const std::string& fil
         }
         m.evidence.families = e.at("families").get<std::vector<std::string>>();
         m.evidence.seq_max = e.at("seq_max").get<int>();
-        m.evidence.cp = e.at("cp").get<bool>();
-        m.evidence.tp_across_nodes = e.at("tp_across_nodes").get<bool>();
+        m.evidence.cp_rows = e.at("cp_rows").get<int>();
+        m.evidence.tp_across_nodes_rows = e.at("tp_across_nodes_rows").get<int>();
+        if (m.evidence.cp_rows < 0 || m.evidence.tp_across_nodes_rows < 0)
+            fail("evidence", "row counts must not be negative");
         for (const auto& b : j.at("bands")) {
             RegimeBand r;
             r.key = b.at("regime").get<std::string>();
@@ -327,8 +329,14 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
     if (!has(e.families, f.family)) ood.push_back(fmt::format("framework family {} has no published run", f.family));
     if (f.seq_len > e.seq_max)
         ood.push_back(fmt::format("sequence of {} tokens, longer than any checked ({})", f.seq_len, e.seq_max));
-    if (f.cp && !e.cp) ood.push_back("context parallelism: no published run used it");
-    if (f.tp_across_nodes && !e.tp_across_nodes) ood.push_back("TP across nodes: no published run did it");
+    auto feature = [&](bool used, int rows, const char* what) {
+        if (!used || rows >= kMinRegimeRows) return;
+        ood.push_back(rows == 0 ? fmt::format("{}: no published run did it", what)
+                                : fmt::format("{}: {} published run(s) did it, under the {} a band needs", what, rows,
+                                              kMinRegimeRows));
+    };
+    feature(f.cp, e.cp_rows, "context parallelism");
+    feature(f.tp_across_nodes, e.tp_across_nodes_rows, "TP across nodes");
     if (plan.cluster.intra != model::IntraFabric::nvswitch)
         ood.push_back(
             fmt::format("{} inside the node: every published run used NVSwitch", model::to_string(plan.cluster.intra)));

@@ -410,7 +410,13 @@ std::vector<FileCoverage> cross_validate_bands(const std::vector<PublishedFile>&
             if (i != skip) out.insert(out.end(), samples[i].begin(), samples[i].end());
         return out;
     };
-    const ErrorModel all = build_error_model(pooled(files.size()));
+    // Each table as it would ship (its quantiles rounded as error_model_json writes them), so the
+    // in-sample coverage is the one `validate` reads with the committed table: rows at a band's
+    // edge (a quantile is often a row's own error) fall the same side.
+    auto shipped = [](const std::vector<ErrorSample>& s) {
+        return error_model_from_json(error_model_json(build_error_model(s)), "(rebuilt table)");
+    };
+    const ErrorModel all = shipped(pooled(files.size()));
     auto coverage = [&](const PublishedFile& f, const ErrorModel& m) {
         const auto rep = validate_rows(f.rows, "step", threads, &m);
         std::vector<const RowResult*> compared;
@@ -427,7 +433,7 @@ std::vector<FileCoverage> cross_validate_bands(const std::vector<PublishedFile>&
         c.left_out_basis = static_cast<int>(others.size());
         c.in_sample = coverage(files[i], all);
         // With no other file there is nothing to build a table from.
-        if (!others.empty()) c.left_out = coverage(files[i], build_error_model(others));
+        if (!others.empty()) c.left_out = coverage(files[i], shipped(others));
         out.push_back(std::move(c));
     }
     return out;

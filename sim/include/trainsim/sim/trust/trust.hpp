@@ -85,7 +85,10 @@ struct Evidence {
     std::vector<GpuEvidence> gpus;     // sorted by id
     std::vector<std::string> families; // sorted
     int seq_max = 0;
-    bool cp = false, tp_across_nodes = false;
+    // Rows that used context parallelism / a TP group across nodes. A layout feature is in the
+    // evidence with at least kMinRegimeRows of them (the rows a regime needs for a band): with
+    // fewer, what they read is one source's cluster, not the feature.
+    int cp_rows = 0, tp_across_nodes_rows = 0;
 };
 
 struct ErrorModel {
