@@ -183,10 +183,15 @@ int run_cli(int argc, char** argv) {
                          "leave-file-out = the table from the other files only\n";
             std::cout << fmt::format("  {:<30} {:>5}  {:>9} {:>7}  {:>14} {:>7}  {:>10}\n", "file", "rows",
                                      "in sample", "width", "leave-file-out", "width", "table rows");
+            auto pct = [](const BandStats& b, double v, int width) {
+                return b.rows > 0 ? fmt::format("{:>{}.0f}%", 100 * v, width - 1) : fmt::format("{:>{}}", "-", width);
+            };
             for (const auto& c : cross_validate_bands(files, threads))
-                std::cout << fmt::format("  {:<30} {:>5}  {:>8.0f}% {:>6.0f}%  {:>13.0f}% {:>6.0f}%  {:>10}\n", c.file,
-                                         c.rows, 100 * c.in_sample.coverage, 100 * c.in_sample.median_width,
-                                         100 * c.left_out.coverage, 100 * c.left_out.median_width, c.left_out_basis);
+                std::cout << fmt::format("  {:<30} {:>5}  {} {}  {} {}  {:>10}\n", c.file, c.rows,
+                                         pct(c.in_sample, c.in_sample.coverage, 9),
+                                         pct(c.in_sample, c.in_sample.median_width, 7),
+                                         pct(c.left_out, c.left_out.coverage, 14),
+                                         pct(c.left_out, c.left_out.median_width, 7), c.left_out_basis);
         }
         if (em_cross && em_out.empty()) return kExitOk;
         std::vector<ErrorSample> samples;

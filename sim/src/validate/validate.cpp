@@ -432,8 +432,8 @@ std::vector<FileCoverage> cross_validate_bands(const std::vector<PublishedFile>&
         const auto others = pooled(i);
         c.left_out_basis = static_cast<int>(others.size());
         c.in_sample = coverage(files[i], all);
-        // With no other file there is nothing to build a table from.
-        if (!others.empty()) c.left_out = coverage(files[i], shipped(others));
+        // With fewer other rows than a band needs there is no table to judge the file by.
+        if (static_cast<int>(others.size()) >= kMinRegimeRows) c.left_out = coverage(files[i], shipped(others));
         out.push_back(std::move(c));
     }
     return out;

@@ -101,7 +101,7 @@ struct FileCoverage {
     std::string file;
     int rows = 0;             // compared step rows of the file
     int left_out_basis = 0;   // rows behind the leave-file-out table (every other file's)
-    BandStats in_sample, left_out;
+    BandStats in_sample, left_out; // left_out.rows 0: under kMinRegimeRows other rows, no table
 };
 // Runs validate on every file, builds the table from all of them and, per file, from the others.
 [[nodiscard]] std::vector<FileCoverage> cross_validate_bands(const std::vector<PublishedFile>& files,
