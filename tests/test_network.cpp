@@ -301,6 +301,40 @@ TEST_CASE("measured collective times: interpolated inside their sizes, the model
     CHECK(net.collective(CollectiveOp::all_gather, g8, hi).time == plain.collective(CollectiveOp::all_gather, g8, hi).time);
 }
 
+TEST_CASE("a collective across nodes takes at least what its node-local members take",
+          "[network][measured]") {
+    // The node's 8 GPUs were measured 3x slower than the model at 8 MiB (an exaggerated
+    // SuperBench-like curve); 16 GPUs over two nodes still carry the whole buffer through each
+    // node's 8, so they cannot read faster than that measured time.
+    auto hw = test::test_profile();
+    model::Cluster c;
+    c.nodes = 2;
+    c.gpus_per_node = 8;
+    const auto g8 = sim::place_group(1, 8, 8);
+    const auto g16 = sim::place_group(1, 16, 8);
+    const model::Bytes mid(8 << 20), big(1 << 30);
+    const sim::AnalyticNetwork plain(hw, c);
+    const Time local_model = plain.collective(CollectiveOp::all_reduce, g8, mid).time;
+    const Time across_model = plain.collective(CollectiveOp::all_reduce, g16, mid).time;
+    hw.collective_times.push_back({"all_reduce", 8, "intra_node", mid, Time::from_seconds(3.0 * local_model.seconds())});
+    const sim::AnalyticNetwork net(hw, c);
+    const auto across = net.collective(CollectiveOp::all_reduce, g16, mid);
+    REQUIRE(3.0 * local_model.seconds() > across_model.seconds());  // the floor binds here
+    CHECK(across.time.seconds() == Approx(3.0 * local_model.seconds()).epsilon(1e-9));
+    CHECK(across.algorithm.find("+node-floor") != std::string::npos);
+    // At 1 GiB the local group takes the model times its one measured point's ratio (3x, the
+    // nearest end): the across-node time is the larger of the network model's and that.
+    const auto big_across = net.collective(CollectiveOp::all_reduce, g16, big);
+    const auto big_local = net.collective(CollectiveOp::all_reduce, g8, big);
+    CHECK(big_across.time >= big_local.time);
+    CHECK(big_across.time.seconds() ==
+          Approx(std::max(plain.collective(CollectiveOp::all_reduce, g16, big).time.seconds(), big_local.time.seconds())));
+    // One member per node (a DP group striding over nodes) has no local part: the model alone.
+    const auto strided = sim::place_group(8, 2, 8);
+    CHECK(net.collective(CollectiveOp::all_reduce, strided, mid).time ==
+          plain.collective(CollectiveOp::all_reduce, strided, mid).time);
+}
+
 TEST_CASE("the A100 profile's measured all-reduce agrees with a second published 8-GPU node within their spread",
           "[network][measured]") {
     // tests/data/nccl-tests/a100-8gpu-allreduce-thanos-blog.txt: 8 x A100-SXM4-80GB, one process,

@@ -111,6 +111,27 @@ CollectiveCost AnalyticNetwork::collective(CollectiveOp op, const GroupPlacement
     c.algorithm = to_string(best.algorithm);
     c.protocol = to_string(best.protocol);
     if (const double r = measured_ratio(op, g, bytes); r != 1.0) c.time = Time::from_seconds(c.time.seconds() * r);
+    // A group across nodes moves the whole buffer through each node's own members as well: the
+    // ring passes every chunk along the local NVLink hops, the tree reduces and broadcasts it
+    // along each node's chain, the NVLS tree reduces it in the node's switch. Whatever the
+    // network adds runs alongside that local work, not instead of it, so the collective takes
+    // at least what the same op over one node's members takes -- measured there, where the
+    // profile has collective_times (docs/network.md, "Measured collective times"). Without this
+    // floor a 16-GPU all-reduce over two A100 nodes read 130 us at 8 MiB, faster than the 162 us
+    // measured on the 8 GPUs of one node.
+    if (g.nodes > 1 && g.members_per_node > 1 &&
+        (op == CollectiveOp::all_reduce || op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter)) {
+        GroupPlacement local;
+        local.size = g.members_per_node;
+        local.members_per_node = g.members_per_node;
+        local.nodes = 1;
+        local.gpus_per_node = g.gpus_per_node;
+        local.stride = g.stride;
+        if (const CollectiveCost floor = collective(op, local, bytes); floor.time > c.time) {
+            c.time = floor.time;
+            c.algorithm += "+node-floor";
+        }
+    }
     c.busbw = c.time > Time() ? Bandwidth(bus / c.time.seconds()) : best.busbw;
     return c;
 }
