@@ -242,6 +242,16 @@ TEST_CASE("moving TP across nodes is visibly worse", "[network][plan][data]") {
 // ---------------------------------------------------------------------------------------------
 // Calibrated curves.
 
+namespace {
+// A cluster of `nodes` nodes of 8 GPUs each.
+model::Cluster nodes_of_8(int nodes) {
+    model::Cluster c;
+    c.nodes = nodes;
+    c.gpus_per_node = 8;
+    return c;
+}
+} // namespace
+
 TEST_CASE("calibrated curves replace the model for the scope they were measured on", "[network][calibrated]") {
     auto hw = test::test_profile();
     model::CollectiveCurve cal;
@@ -251,9 +261,7 @@ TEST_CASE("calibrated curves replace the model for the scope they were measured 
     cal.curve.alpha = Time::us(10);
     cal.curve.beta_bw = model::Bandwidth(300e9);
     hw.collectives.push_back(cal);
-    model::Cluster c;
-    c.nodes = 2;
-    c.gpus_per_node = 8;
+    const model::Cluster c = nodes_of_8(2);
     const sim::AnalyticNetwork net(hw, c);
     const model::Bytes b(1e9);
     const auto in = net.collective(CollectiveOp::all_reduce, sim::place_group(1, 8, 8), b);
@@ -268,9 +276,7 @@ TEST_CASE("calibrated curves replace the model for the scope they were measured 
 TEST_CASE("measured collective times: interpolated inside their sizes, the model scaled outside them",
           "[network][measured]") {
     auto hw = test::test_profile();
-    model::Cluster c;
-    c.nodes = 1;
-    c.gpus_per_node = 8;
+    const model::Cluster c = nodes_of_8(1);
     const auto g8 = sim::place_group(1, 8, 8);
     const auto g2 = sim::place_group(1, 2, 8);
     const model::Bytes lo(1 << 20), hi(16 << 20);
@@ -307,9 +313,7 @@ TEST_CASE("a collective across nodes takes at least what its node-local members 
     // SuperBench-like curve); 16 GPUs over two nodes still carry the whole buffer through each
     // node's 8, so they cannot read faster than that measured time.
     auto hw = test::test_profile();
-    model::Cluster c;
-    c.nodes = 2;
-    c.gpus_per_node = 8;
+    const model::Cluster c = nodes_of_8(2);
     const auto g8 = sim::place_group(1, 8, 8);
     const auto g16 = sim::place_group(1, 16, 8);
     const model::Bytes mid(8 << 20), big(1 << 30);
