@@ -121,12 +121,7 @@ CollectiveCost AnalyticNetwork::collective(CollectiveOp op, const GroupPlacement
     // measured on the 8 GPUs of one node.
     if (g.nodes > 1 && g.members_per_node > 1 &&
         (op == CollectiveOp::all_reduce || op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter)) {
-        GroupPlacement local;
-        local.size = g.members_per_node;
-        local.members_per_node = g.members_per_node;
-        local.nodes = 1;
-        local.gpus_per_node = g.gpus_per_node;
-        local.stride = g.stride;
+        const GroupPlacement local = place_group(g.stride, g.members_per_node, g.gpus_per_node);
         if (const CollectiveCost floor = collective(op, local, bytes); floor.time > c.time) {
             c.time = floor.time;
             c.algorithm += "+node-floor";
