@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <algorithm>
 #include <filesystem>
@@ -15,6 +16,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -299,6 +302,57 @@ TEST_CASE("validate --by groups the errors by the simulated plans' properties, a
     const auto bad = run_trainsim("validate '" + csv.string() + "' --by tq", true);
     CHECK(bad.rc == 2);
     CHECK(bad.out.find("--by tq: unknown key 'tq'") != std::string::npos);
+}
+
+TEST_CASE("validate --split-accumulation fits each layout's line through its rows' own step times",
+          "[cli][contract][validate]") {
+    const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "vtrain-dev.csv";
+    REQUIRE(fs::exists(csv));
+    const auto r = run_trainsim("validate '" + csv.string() + "' --json --split-accumulation");
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    // Each row's measured and simulated step time, from the same JSON: the simulated time, and
+    // the measured one that the measured throughput gives for the same tokens.
+    std::map<std::string, std::pair<double, double>> times;
+    for (const auto& row : j.at("rows")) {
+        if (row.at("status") != "ok") continue;
+        const double sim = row.at("step_time_s").get<double>();
+        const double meas = sim * row.at("predicted_tokens_per_s_per_gpu").get<double>() /
+                            row.at("measured_tokens_per_s_per_gpu").get<double>();
+        times[row.at("id").get<std::string>()] = {meas, sim};
+    }
+    const auto& splits = j.at("summary").at("accumulation_split");
+    REQUIRE(splits.size() > 0);
+    std::map<std::string, int> seen;
+    for (const auto& g : splits) {
+        CAPTURE(g.at("label").get<std::string>());
+        const auto ids = g.at("ids").get<std::vector<std::string>>();
+        const auto ga = g.at("grad_accum").get<std::vector<int>>();
+        REQUIRE(ids.size() == ga.size());
+        CHECK(std::is_sorted(ga.begin(), ga.end()));
+        CHECK(ga.front() < ga.back());
+        // Least squares with an intercept: the residuals sum to zero, and so do they weighted by
+        // grad_accum (the normal equations), on both sides.
+        for (const auto& [side, a, b] : {std::tuple{0, "measured_per_step_s", "measured_per_microbatch_s"},
+                                         std::tuple{1, "simulated_per_step_s", "simulated_per_microbatch_s"}}) {
+            const double per_step = g.at(a).get<double>(), per_mb = g.at(b).get<double>();
+            double sum = 0, weighted = 0, scale = 0;
+            for (std::size_t i = 0; i < ids.size(); ++i) {
+                ++seen[ids[i]];
+                REQUIRE(times.count(ids[i]) == 1);
+                const double t = side == 0 ? times[ids[i]].first : times[ids[i]].second;
+                const double res = t - per_step - ga[i] * per_mb;
+                sum += res, weighted += ga[i] * res, scale += t * ga[i];
+            }
+            CHECK(std::abs(sum) <= 1e-9 * scale);
+            CHECK(std::abs(weighted) <= 1e-9 * scale * ga.back());
+        }
+    }
+    for (const auto& [id, n] : seen) {
+        CAPTURE(id);
+        CHECK(n == 2); // one group per row (counted once per side)
+    }
+    CHECK(run_trainsim("validate '" + csv.string() + "' --split-accumulation --row vtrain-single-0002").rc == 2);
 }
 
 TEST_CASE("validate of a file with nothing to compare exits 2 (not 0 with a 0% error), and --version", "[cli][contract]") {

@@ -6,6 +6,7 @@
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/model/input/validation_set.hpp"
 #include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/validate/accumulation_split.hpp"
 #include "trainsim/sim/validate/validate.hpp"
 
 #include <catch2/catch.hpp>
@@ -103,6 +104,80 @@ TEST_CASE("error statistics follow their definitions", "[validate]") {
     CHECK(s.max == Approx(40.0));
     CHECK(s.bias == Approx(6.0));
     CHECK(s.median_signed == Approx(5.0)); // sorted: -20 -5 5 10 40
+}
+
+TEST_CASE("validate --split-accumulation: step = per step + grad_accum x per micro-batch, recovered exactly",
+          "[validate]") {
+    using trainsim::model::ValidationRow;
+    using trainsim::sim::RowResult;
+    // Rows of one layout (tp 1, dp 2, micro-batch 2 of 1024 tokens on 2 GPUs: 2048 x grad_accum
+    // tokens per GPU per step) whose measured step takes 40 ms + 130 ms per micro-batch and whose
+    // simulated step takes 75 + 150 ms: the fit must give back those four numbers.
+    std::vector<ValidationRow> rows;
+    trainsim::sim::ValidationReport rep;
+    const auto add = [&](const std::string& id, int tp, int ga, double measured_s, double simulated_s,
+                         const std::string& model = "m", bool mb_blank = false, const std::string& status = "ok",
+                         const std::string& kind = "step") {
+        ValidationRow row;
+        row.id = id;
+        row.plan.model.name = model;
+        row.plan.model.layers = 12;
+        row.micro_batch_blank = mb_blank;
+        rows.push_back(row);
+        RowResult r;
+        r.id = id;
+        r.status = status;
+        r.kind = kind;
+        r.source_group = "g";
+        r.gpu = "a100-sxm-80gb";
+        r.precision = "fp16";
+        r.has_step = true;
+        r.layout.tp = tp, r.layout.pp = 1, r.layout.vp = 1, r.layout.cp = 1, r.layout.dp = 2;
+        r.layout.micro_batch = 2, r.layout.grad_accum = ga, r.layout.gpus = 2 * tp, r.layout.seq_len = 1024;
+        r.layout.tokens_per_gpu = 2048.0 * ga / tp;
+        r.layout.framework = "megatron-deepspeed";
+        r.measured = r.layout.tokens_per_gpu / measured_s;
+        r.step_time_s = simulated_s;
+        r.predicted = r.layout.tokens_per_gpu / simulated_s;
+        rep.rows.push_back(r);
+    };
+    const auto measured = [](int ga) { return 0.040 + 0.130 * ga; };
+    const auto simulated = [](int ga) { return 0.075 + 0.150 * ga; };
+    // A second layout first in the file (tp 2): it must come after tp 1.
+    add("t2a", 2, 4, 0.010 + 0.06 * 4, 0.02 + 0.05 * 4);
+    add("t2b", 2, 16, 0.010 + 0.06 * 16, 0.02 + 0.05 * 16);
+    for (int ga : {8, 2, 4}) add("a" + std::to_string(ga), 1, ga, measured(ga), simulated(ga));
+    // Left out: a blank micro-batch, a row that did not fit, a whole-run row (off the line, so
+    // that taking any of them would move the fit), and a layout with a single grad_accum.
+    add("blank", 1, 16, 1.0, 1.0, "m", true);
+    add("nofit", 1, 16, 1.0, 1.0, "m", false, "does_not_fit");
+    add("e2e", 1, 16, 1.0, 1.0, "m", false, "ok", "end_to_end");
+    add("other-model", 1, 2, 1.0, 1.0, "other");
+    add("tp4", 4, 2, 1.0, 1.0);
+
+    const auto splits = trainsim::sim::split_accumulation(rows, rep);
+    REQUIRE(splits.size() == 2);
+    const auto& s = splits[0];
+    CHECK(s.layout.tp == 1);
+    CHECK(s.ids == std::vector<std::string>{"a2", "a4", "a8"});
+    CHECK(s.grad_accum == std::vector<int>{2, 4, 8});
+    CHECK(s.measured_per_step_s == Approx(0.040).epsilon(1e-9));
+    CHECK(s.measured_per_microbatch_s == Approx(0.130).epsilon(1e-9));
+    CHECK(s.simulated_per_step_s == Approx(0.075).epsilon(1e-9));
+    CHECK(s.simulated_per_microbatch_s == Approx(0.150).epsilon(1e-9));
+    CHECK(splits[1].layout.tp == 2);
+    CHECK(splits[1].measured_per_step_s == Approx(0.010).epsilon(1e-9));
+    CHECK(splits[1].simulated_per_microbatch_s == Approx(0.05).epsilon(1e-9));
+
+    const auto j = trainsim::sim::accumulation_json(splits);
+    REQUIRE(j.size() == 2);
+    CHECK(j[0].at("per_step_ratio").get<double>() == Approx(0.075 / 0.040));
+    CHECK(j[0].at("per_microbatch_ratio").get<double>() == Approx(0.150 / 0.130));
+    CHECK(j[0].at("micro_batch").get<int>() == 2);
+    const auto text = trainsim::sim::accumulation_text(splits);
+    CHECK(text.find("ga   2-8   (3 rows)") != std::string::npos);
+    CHECK(text.find("x1.88") != std::string::npos); // 75 / 40 ms
+    CHECK(text.find("median over 2 groups") != std::string::npos);
 }
 
 TEST_CASE("errors grouped by the simulated plan's properties: statistics per group, natural order, cross tables",

@@ -82,6 +82,10 @@ int run_cli(int argc, char** argv) {
     std::vector<std::string> val_rows;
     val->add_option("--row", val_rows,
                     "print the full simulation report of these row ids instead (with --json: their JSON report)");
+    bool val_split = false;
+    val->add_flag("--split-accumulation", val_split,
+                  "also split the step time of rows that differ only in their global batch into a per-step and a "
+                  "per-micro-batch part (least squares over grad_accum), measured and simulated");
 
     auto* emc = app.add_subcommand("error-model",
                                    "run validate on published-measurement files and write the error-band table "
@@ -217,6 +221,11 @@ int run_cli(int argc, char** argv) {
             std::cerr << "trainsim: validate: --by groups a whole file's errors; it does not go with --row\n";
             return kExitBadInput;
         }
+        if (val_split && !val_rows.empty()) {
+            std::cerr << "trainsim: validate: --split-accumulation fits a whole file's rows; it does not go with "
+                         "--row\n";
+            return kExitBadInput;
+        }
         for (const auto& spec : val_by) {
             try {
                 (void)parse_group_spec(spec);
@@ -269,10 +278,12 @@ int run_cli(int argc, char** argv) {
         if (val_json) {
             auto j = report_json(rep);
             for (const auto& spec : val_by) j["summary"]["by"][spec] = groups_json(group_errors(rep, spec));
+            if (val_split) j["summary"]["accumulation_split"] = accumulation_json(split_accumulation(rows, rep));
             std::cout << j.dump(2) << "\n";
         } else {
             std::cout << report_text(rep, val_verbose);
             for (const auto& spec : val_by) std::cout << groups_text(spec, group_errors(rep, spec));
+            if (val_split) std::cout << accumulation_text(split_accumulation(rows, rep));
         }
         if (rep.overall.n == 0) {
             // A file with no row, or none that could be compared, measured nothing: not a 0% error.

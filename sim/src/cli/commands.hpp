@@ -22,6 +22,7 @@
 #include "trainsim/sim/search/plan_search.hpp"
 #include "trainsim/sim/search/scaling.hpp"
 #include "trainsim/sim/trust/trust.hpp"
+#include "trainsim/sim/validate/accumulation_split.hpp"
 #include "trainsim/sim/validate/validate.hpp"
 
 #include <fmt/format.h>
