@@ -112,22 +112,19 @@ TEST_CASE("validate --split-accumulation: step = per step + grad_accum x per mic
     using trainsim::sim::RowResult;
     // Rows of one layout (tp 1, dp 2, micro-batch 2 of 1024 tokens on 2 GPUs: 2048 x grad_accum
     // tokens per GPU per step) whose measured step takes 40 ms + 130 ms per micro-batch and whose
-    // simulated step takes 75 + 150 ms: the fit must give back those four numbers.
+    // simulated step takes 78 + 150 ms: the fit must give back those four numbers.
     std::vector<ValidationRow> rows;
     trainsim::sim::ValidationReport rep;
-    const auto add = [&](const std::string& id, int tp, int ga, double measured_s, double simulated_s,
-                         const std::string& model = "m", bool mb_blank = false, const std::string& status = "ok",
-                         const std::string& kind = "step") {
+    const auto add = [&](const std::string& id, int tp, int ga, double measured_s, double simulated_s)
+        -> std::pair<ValidationRow&, RowResult&> {
         ValidationRow row;
         row.id = id;
-        row.plan.model.name = model;
+        row.plan.model.name = "m";
         row.plan.model.layers = 12;
-        row.micro_batch_blank = mb_blank;
-        rows.push_back(row);
         RowResult r;
         r.id = id;
-        r.status = status;
-        r.kind = kind;
+        r.status = "ok";
+        r.kind = "step";
         r.source_group = "g";
         r.gpu = "a100-sxm-80gb";
         r.precision = "fp16";
@@ -136,23 +133,43 @@ TEST_CASE("validate --split-accumulation: step = per step + grad_accum x per mic
         r.layout.micro_batch = 2, r.layout.grad_accum = ga, r.layout.gpus = 2 * tp, r.layout.seq_len = 1024;
         r.layout.tokens_per_gpu = 2048.0 * ga / tp;
         r.layout.framework = "megatron-deepspeed";
+        r.layout.sharding = "none";
+        r.layout.recompute = "full";
         r.measured = r.layout.tokens_per_gpu / measured_s;
         r.step_time_s = simulated_s;
         r.predicted = r.layout.tokens_per_gpu / simulated_s;
+        rows.push_back(row);
         rep.rows.push_back(r);
+        return {rows.back(), rep.rows.back()};
     };
     const auto measured = [](int ga) { return 0.040 + 0.130 * ga; };
-    const auto simulated = [](int ga) { return 0.075 + 0.150 * ga; };
+    const auto simulated = [](int ga) { return 0.078 + 0.150 * ga; };
     // A second layout first in the file (tp 2): it must come after tp 1.
     add("t2a", 2, 4, 0.010 + 0.06 * 4, 0.02 + 0.05 * 4);
     add("t2b", 2, 16, 0.010 + 0.06 * 16, 0.02 + 0.05 * 16);
     for (int ga : {8, 2, 4}) add("a" + std::to_string(ga), 1, ga, measured(ga), simulated(ga));
-    // Left out: a blank micro-batch, a row that did not fit, a whole-run row (off the line, so
-    // that taking any of them would move the fit), and a layout with a single grad_accum.
-    add("blank", 1, 16, 1.0, 1.0, "m", true);
-    add("nofit", 1, 16, 1.0, 1.0, "m", false, "does_not_fit");
-    add("e2e", 1, 16, 1.0, 1.0, "m", false, "ok", "end_to_end");
-    add("other-model", 1, 2, 1.0, 1.0, "other");
+    // Off the line at grad_accum 16, so that taking any of them into the group would move its
+    // fit: rows the split must leave out, and rows that differ from the group in one property
+    // each (each is a group of one grad_accum, dropped).
+    add("blank-mb", 1, 16, 1.0, 1.0).first.micro_batch_blank = true;
+    add("blank-recompute", 1, 16, 1.0, 1.0).first.recompute_blank = true;
+    add("no-fit", 1, 16, 1.0, 1.0).second.status = "does_not_fit";
+    add("whole-run", 1, 16, 1.0, 1.0).second.kind = "end_to_end";
+    add("no-step", 1, 16, 1.0, 1.0).second.has_step = false;
+    add("nan-step", 1, 16, 1.0, 1.0).second.step_time_s = std::nan("");
+    add("zero-measured", 1, 16, 1.0, 1.0).second.measured = 0;
+    add("other-id", 1, 16, 1.0, 1.0).second.id = "not-this-row";
+    add("model", 1, 16, 1.0, 1.0).first.plan.model.layers = 24;
+    add("source", 1, 16, 1.0, 1.0).second.source_group = "h";
+    add("gpu", 1, 16, 1.0, 1.0).second.gpu = "a100-sxm-40gb";
+    add("precision", 1, 16, 1.0, 1.0).second.precision = "bf16";
+    add("framework", 1, 16, 1.0, 1.0).second.layout.framework = "megatron-lm-2021";
+    add("micro-batch", 1, 16, 1.0, 1.0).second.layout.micro_batch = 4;
+    add("dp", 1, 16, 1.0, 1.0).second.layout.dp = 4;
+    add("seq", 1, 16, 1.0, 1.0).second.layout.seq_len = 2048;
+    add("sharding", 1, 16, 1.0, 1.0).second.layout.sharding = "zero1";
+    add("recompute", 1, 16, 1.0, 1.0).second.layout.recompute = "selective";
+    add("sp", 1, 16, 1.0, 1.0).first.plan.parallel.sequence_parallel = true;
     add("tp4", 4, 2, 1.0, 1.0);
 
     const auto splits = trainsim::sim::split_accumulation(rows, rep);
@@ -163,21 +180,20 @@ TEST_CASE("validate --split-accumulation: step = per step + grad_accum x per mic
     CHECK(s.grad_accum == std::vector<int>{2, 4, 8});
     CHECK(s.measured_per_step_s == Approx(0.040).epsilon(1e-9));
     CHECK(s.measured_per_microbatch_s == Approx(0.130).epsilon(1e-9));
-    CHECK(s.simulated_per_step_s == Approx(0.075).epsilon(1e-9));
+    CHECK(s.simulated_per_step_s == Approx(0.078).epsilon(1e-9));
     CHECK(s.simulated_per_microbatch_s == Approx(0.150).epsilon(1e-9));
     CHECK(splits[1].layout.tp == 2);
+    CHECK(splits[1].ids == std::vector<std::string>{"t2a", "t2b"});
     CHECK(splits[1].measured_per_step_s == Approx(0.010).epsilon(1e-9));
     CHECK(splits[1].simulated_per_microbatch_s == Approx(0.05).epsilon(1e-9));
 
     const auto j = trainsim::sim::accumulation_json(splits);
     REQUIRE(j.size() == 2);
-    CHECK(j[0].at("per_step_ratio").get<double>() == Approx(0.075 / 0.040));
+    CHECK(j[0].at("per_step_ratio").get<double>() == Approx(0.078 / 0.040));
     CHECK(j[0].at("per_microbatch_ratio").get<double>() == Approx(0.150 / 0.130));
     CHECK(j[0].at("micro_batch").get<int>() == 2);
-    const auto text = trainsim::sim::accumulation_text(splits);
-    CHECK(text.find("ga   2-8   (3 rows)") != std::string::npos);
-    CHECK(text.find("x1.88") != std::string::npos); // 75 / 40 ms
-    CHECK(text.find("median over 2 groups") != std::string::npos);
+    CHECK(j[0].at("recompute").get<std::string>() == "full");
+    CHECK(j[0].at("sequence_parallel").get<bool>() == false);
 }
 
 TEST_CASE("errors grouped by the simulated plan's properties: statistics per group, natural order, cross tables",

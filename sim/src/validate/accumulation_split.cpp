@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -16,10 +17,10 @@ namespace {
 std::string group_key(const model::ValidationRow& row, const RowResult& r) {
     const auto& m = row.plan.model;
     const auto& l = r.layout;
-    return fmt::format("{}|{}|{} {} {} {} {} {} {}|{}|{}|{}|{} {} {} {} {} {} {} {}|{}|{}", r.source_group, m.name,
+    return fmt::format("{}|{}|{} {} {} {} {} {} {}|{}|{}|{}|{} {} {} {} {} {} {} {}|{}|{}|{}", r.source_group, m.name,
                        m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, static_cast<int>(m.ffn_type), r.gpu,
                        r.precision, l.framework, l.tp, l.pp, l.vp, l.cp, l.dp, l.micro_batch, l.gpus, l.seq_len,
-                       l.sharding, l.recompute);
+                       l.sharding, l.recompute, row.plan.parallel.sequence_parallel);
 }
 
 std::string group_label(const model::ValidationRow& row, const RowResult& r) {
@@ -28,7 +29,8 @@ std::string group_label(const model::ValidationRow& row, const RowResult& r) {
         fmt::format("{} {} {} {} tp{} pp{}", row.plan.model.name, r.gpu, r.precision, l.framework, l.tp, l.pp);
     if (l.vp > 1) s += fmt::format(" vp{}", l.vp);
     if (l.cp > 1) s += fmt::format(" cp{}", l.cp);
-    return s + fmt::format(" dp{} mb{}", l.dp, l.micro_batch);
+    s += fmt::format(" dp{} mb{} s{} {} recompute {}", l.dp, l.micro_batch, l.seq_len, l.sharding, l.recompute);
+    return s + (row.plan.parallel.sequence_parallel && l.tp > 1 ? " sp" : "");
 }
 
 // The least-squares line y = a + b x through the points (at least two different x).
@@ -65,8 +67,6 @@ double median(std::vector<double> v) {
 
 std::vector<AccumulationSplit> split_accumulation(const std::vector<model::ValidationRow>& rows,
                                                   const ValidationReport& r) {
-    std::map<std::string, const model::ValidationRow*> by_id;
-    for (const auto& row : rows) by_id.emplace(row.id, &row);
     struct Point {
         const RowResult* result;
         double measured_s, simulated_s;
@@ -74,15 +74,22 @@ std::vector<AccumulationSplit> split_accumulation(const std::vector<model::Valid
     std::vector<std::string> order;
     std::map<std::string, std::vector<Point>> groups;
     std::map<std::string, const model::ValidationRow*> first_row;
-    for (const auto& x : r.rows) {
-        if (x.status != "ok" || x.kind != "step" || !x.has_step || !(x.measured > 0)) continue;
-        const auto it = by_id.find(x.id);
-        if (it == by_id.end() || it->second->micro_batch_blank) continue;
-        const auto key = group_key(*it->second, x);
-        if (groups.find(key) == groups.end()) order.push_back(key), first_row[key] = it->second;
+    // validate_rows keeps the report's rows in the order of the file's: pair them by position.
+    for (std::size_t i = 0; i < r.rows.size() && i < rows.size(); ++i) {
+        const auto& x = r.rows[i];
+        const auto& row = rows[i];
+        if (x.id != row.id || x.status != "ok" || x.kind != "step" || !x.has_step) continue;
+        // A blank micro-batch or recompute was chosen by the simulator: the measured run's own
+        // setting, and so its split, is not known.
+        if (row.micro_batch_blank || row.recompute_blank) continue;
         // Both sides from the same tokens per GPU per step: the measured time is what the
         // measured throughput took for it.
-        groups[key].push_back({&x, x.layout.tokens_per_gpu / x.measured, x.step_time_s});
+        const double measured_s = x.layout.tokens_per_gpu / x.measured;
+        if (!std::isfinite(measured_s) || !(measured_s > 0) || !std::isfinite(x.step_time_s) || !(x.step_time_s > 0))
+            continue;
+        const auto key = group_key(row, x);
+        if (groups.find(key) == groups.end()) order.push_back(key), first_row[key] = &row;
+        groups[key].push_back({&x, measured_s, x.step_time_s});
     }
     std::vector<AccumulationSplit> out;
     for (const auto& key : order) {
@@ -95,6 +102,7 @@ std::vector<AccumulationSplit> split_accumulation(const std::vector<model::Valid
         s.label = group_label(*first_row[key], *points.front().result);
         s.source_group = points.front().result->source_group;
         s.layout = points.front().result->layout;
+        s.sequence_parallel = first_row[key]->plan.parallel.sequence_parallel;
         std::vector<double> ga, measured, simulated;
         for (const auto& p : points) {
             s.ids.push_back(p.result->id);
@@ -109,7 +117,8 @@ std::vector<AccumulationSplit> split_accumulation(const std::vector<model::Valid
         s.simulated_per_step_s = sim.intercept, s.simulated_per_microbatch_s = sim.slope;
         out.push_back(std::move(s));
     }
-    // By source, model and layout, so that a file's layouts read as a table.
+    // By source group, then layout, then label (model and the rest), so that a file's layouts
+    // read as a table.
     const auto order_key = [](const AccumulationSplit& x) {
         const auto& l = x.layout;
         return std::tuple(x.source_group, l.tp, l.pp, l.vp, l.cp, l.dp, l.micro_batch, l.gpus, x.label);
@@ -141,9 +150,13 @@ std::string accumulation_text(const std::vector<AccumulationSplit>& splits) {
             1e3 * x.simulated_per_step_s, r(rs), 1e3 * x.measured_per_microbatch_s, 1e3 * x.simulated_per_microbatch_s,
             r(rm));
     }
-    s += fmt::format("  median over {} groups: per step {}, per micro-batch {}\n", splits.size(),
-                     step_ratios.empty() ? std::string("-") : fmt::format("x{:.2f}", median(step_ratios)),
-                     mb_ratios.empty() ? std::string("-") : fmt::format("x{:.2f}", median(mb_ratios)));
+    const auto med = [](const std::vector<double>& v) {
+        return v.empty() ? std::string("-") : fmt::format("x{:.2f}", median(v));
+    };
+    s += fmt::format(
+        "  median over the {} groups: per step {} ({} groups with a measured part above 0), per "
+        "micro-batch {} ({})\n",
+        splits.size(), med(step_ratios), step_ratios.size(), med(mb_ratios), mb_ratios.size());
     return s;
 }
 
@@ -163,6 +176,10 @@ nlohmann::json accumulation_json(const std::vector<AccumulationSplit>& splits) {
                      {"dp", l.dp},
                      {"micro_batch", l.micro_batch},
                      {"num_gpus", l.gpus},
+                     {"seq_len", l.seq_len},
+                     {"sharding", l.sharding},
+                     {"recompute", l.recompute},
+                     {"sequence_parallel", x.sequence_parallel},
                      {"measured_per_step_s", x.measured_per_step_s},
                      {"measured_per_microbatch_s", x.measured_per_microbatch_s},
                      {"simulated_per_step_s", x.simulated_per_step_s},

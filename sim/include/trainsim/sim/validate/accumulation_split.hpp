@@ -23,7 +23,8 @@ namespace trainsim::sim {
 struct AccumulationSplit {
     std::string label; // model, GPU, precision, framework and layout
     std::string source_group;
-    RowResult::Layout layout;     // the group's shared layout (grad_accum: its smallest)
+    RowResult::Layout layout; // the group's shared layout (grad_accum: its smallest)
+    bool sequence_parallel = false;
     std::vector<std::string> ids; // its rows, by grad_accum
     std::vector<int> grad_accum;  // each row's, ascending; at least two different values
     // Least-squares line over the group's rows (seconds).
@@ -31,11 +32,12 @@ struct AccumulationSplit {
     double simulated_per_step_s = 0, simulated_per_microbatch_s = 0;
 };
 
-// The groups of compared step rows of `r` (rows as loaded, for each row's model and which cells
-// were blank) that share everything but the global batch, with their lines fitted. Rows whose
-// micro-batch was blank are left out (the measured run's split is not known), and so is a group
-// with a single grad_accum. Groups come by source group, then layout (tp, pp, vp, cp, dp,
-// micro-batch, GPUs), then model.
+// The groups of compared step rows of `r` that share everything but the global batch, with their
+// lines fitted. `rows` are the rows `r` was made from, in the same order (validate_rows keeps the
+// file's): each row's model, sequence parallelism and which cells were blank. Rows whose
+// micro-batch or recompute was blank are left out (the simulator chose it, so the measured run's
+// split is not known), and so is a group with a single grad_accum. Groups come by source group,
+// then layout (tp, pp, vp, cp, dp, micro-batch, GPUs), then label.
 [[nodiscard]] std::vector<AccumulationSplit> split_accumulation(const std::vector<model::ValidationRow>& rows,
                                                                 const ValidationReport& r);
 
