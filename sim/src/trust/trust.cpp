@@ -15,9 +15,6 @@
 
 namespace trainsim::sim {
 
-namespace {
-
-// Linear-interpolated quantile (type 7) of a sorted sample.
 double quantile(const std::vector<double>& sorted, double q) {
     if (sorted.empty()) return 0;
     const double pos = q * static_cast<double>(sorted.size() - 1);
@@ -26,6 +23,8 @@ double quantile(const std::vector<double>& sorted, double q) {
     if (i + 1 >= sorted.size()) return sorted.back();
     return sorted[i] * (1.0 - f) + sorted[i + 1] * f;
 }
+
+namespace {
 
 // Seen rows guided constants, so their errors understate those of a plan nobody tuned to: a band
 // resting on them has its deviations from the median widened by this factor.

@@ -60,20 +60,18 @@ std::optional<double> ratio(double simulated, double measured) {
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return quantile(v, 0.5);
 }
 } // namespace
 
 std::vector<AccumulationSplit> split_accumulation(const std::vector<model::ValidationRow>& rows,
                                                   const ValidationReport& r) {
     struct Point {
+        const model::ValidationRow* row;
         const RowResult* result;
         double measured_s, simulated_s;
     };
-    std::vector<std::string> order;
     std::map<std::string, std::vector<Point>> groups;
-    std::map<std::string, const model::ValidationRow*> first_row;
     // validate_rows keeps the report's rows in the order of the file's: pair them by position.
     for (std::size_t i = 0; i < r.rows.size() && i < rows.size(); ++i) {
         const auto& x = r.rows[i];
@@ -87,22 +85,19 @@ std::vector<AccumulationSplit> split_accumulation(const std::vector<model::Valid
         const double measured_s = x.layout.tokens_per_gpu / x.measured;
         if (!std::isfinite(measured_s) || !(measured_s > 0) || !std::isfinite(x.step_time_s) || !(x.step_time_s > 0))
             continue;
-        const auto key = group_key(row, x);
-        if (groups.find(key) == groups.end()) order.push_back(key), first_row[key] = &row;
-        groups[key].push_back({&x, measured_s, x.step_time_s});
+        groups[group_key(row, x)].push_back({&row, &x, measured_s, x.step_time_s});
     }
     std::vector<AccumulationSplit> out;
-    for (const auto& key : order) {
-        auto& points = groups[key];
+    for (auto& [key, points] : groups) {
         std::stable_sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
             return a.result->layout.grad_accum < b.result->layout.grad_accum;
         });
         if (points.front().result->layout.grad_accum == points.back().result->layout.grad_accum) continue;
         AccumulationSplit s;
-        s.label = group_label(*first_row[key], *points.front().result);
+        s.label = group_label(*points.front().row, *points.front().result);
         s.source_group = points.front().result->source_group;
         s.layout = points.front().result->layout;
-        s.sequence_parallel = first_row[key]->plan.parallel.sequence_parallel;
+        s.sequence_parallel = points.front().row->plan.parallel.sequence_parallel;
         std::vector<double> ga, measured, simulated;
         for (const auto& p : points) {
             s.ids.push_back(p.result->id);

@@ -39,13 +39,6 @@ ErrorStats error_stats(const std::vector<double>& signed_errors_pct) {
     s.bias /= s.n;
     s.mape /= s.n;
     std::sort(a.begin(), a.end());
-    auto quantile = [](const std::vector<double>& v, double q) {
-        // Linear interpolation between order statistics (type 7, as numpy's default).
-        const double pos = q * (static_cast<double>(v.size()) - 1.0);
-        const auto lo = static_cast<std::size_t>(std::floor(pos));
-        const auto hi = std::min(lo + 1, v.size() - 1);
-        return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-    };
     s.median = quantile(a, 0.5);
     s.p90 = quantile(a, 0.9);
     s.max = a.back();

@@ -101,6 +101,9 @@ struct ErrorModel {
     double hardware_share = 0;
 };
 
+// Linear-interpolated quantile (type 7, numpy's default) of a sorted sample; 0 for an empty one.
+[[nodiscard]] double quantile(const std::vector<double>& sorted, double q);
+
 // Rows per regime below which the lookup falls back to the coarser key.
 inline constexpr int kMinRegimeRows = 12;
 
