@@ -777,6 +777,106 @@ TEST_CASE("DeepSpeed's FP16 optimizer without ZeRO works tensor by tensor: a hos
     CHECK(run(flat_plan).step_time < run(plan).step_time);
 }
 
+TEST_CASE("gradient accumulation as a pass of its own: Megatron-LM 2021's DDP hook, autograd's adds, DeepSpeed's "
+          "BF16_Optimizer",
+          "[workload][grad-accumulation]") {
+    // tp 1, pp 1, dp 1, 4 micro-batches: the rank holds every layer, the embedding and the head,
+    // and no gradient reduction overlaps the backward.
+    auto plan = test::small_plan(1, 1, 1, 4, 1);
+    plan.parallel.sharding = model::Sharding::none;
+    const int mbs = plan.grad_accum();
+    REQUIRE(mbs == 4);
+    const auto params = model::count_params(plan.model);
+    const int layers = plan.model.layers;
+    const double local = params.total - params.final_norm;  // the workload's units (see above)
+    struct Found {
+        int ops = 0;
+        double bytes = 0;
+        int launches = 0;
+        bool plain = true;
+        int per_mb[4] = {0, 0, 0, 0};
+    };
+    auto find = [](const model::OpGraph& g, const std::string& name) {
+        Found f;
+        for (const auto& op : g.stages[0].ops) {
+            const auto& p = g.protos[op.proto];
+            if (p.name != name) continue;
+            ++f.ops;
+            f.bytes += p.bytes.value();
+            f.launches += p.launches;
+            f.plain = f.plain && p.plain_ops;
+            ++f.per_mb[op.microbatch];
+            CHECK(op.category == model::Category::backward);
+        }
+        return f;
+    };
+    // Megatron-LM 2021 local DDP: main_grad.add_(grad) after every micro-batch, per unit: read the
+    // 16-bit gradient, read and write the buffer (FP16 with --fp16: 2 + 2 + 2 B; FP32 with --bf16:
+    // 2 + 4 + 4 B). The launches are the legacy layer's own AccumulateGrad kernels (none added).
+    plan.parallel.grad_accumulation = model::GradAccumulation::megatron_ddp;
+    for (const auto& [prec, bytes] : {std::pair{model::Precision::fp16, 6.0}, std::pair{model::Precision::bf16, 10.0}}) {
+        plan.precision = prec;
+        const auto f = find(model::build_workload(plan), "grad_accum");
+        CHECK(f.ops == (layers + 2) * mbs);
+        CHECK(f.bytes == Approx(bytes * local * mbs).epsilon(1e-9));
+        CHECK(f.launches == 0);
+        for (int mb = 0; mb < mbs; ++mb) CHECK(f.per_mb[mb] == layers + 2);
+    }
+    // PyTorch's AccumulateGrad: the first micro-batch takes the new gradient as .grad, the others
+    // add it in (2 + 2 + 2 B); DeepSpeed's engine in FP16, with or without ZeRO-1, does that.
+    for (const auto& [acc, shard] : {std::pair{model::GradAccumulation::autograd, model::Sharding::none},
+                                     std::pair{model::GradAccumulation::deepspeed, model::Sharding::none},
+                                     std::pair{model::GradAccumulation::deepspeed, model::Sharding::zero1}}) {
+        plan.parallel.grad_accumulation = acc;
+        plan.parallel.sharding = shard;
+        plan.precision = model::Precision::fp16;
+        const auto f = find(model::build_workload(plan), "grad_accum");
+        CHECK(f.ops == (layers + 2) * (mbs - 1));
+        CHECK(f.per_mb[0] == 0);
+        CHECK(f.bytes == Approx(6.0 * local * (mbs - 1)).epsilon(1e-9));
+        CHECK(find(model::build_workload(plan), "grad_accum_fp32").ops == 0);
+    }
+    // DeepSpeed's BF16_Optimizer (BF16, ZeRO 0 or 1): after each micro-batch's backward, one loop over
+    // the rank's tensors, hp_grad.add_(lp.grad.to(float32)): 2 + 4 + 4 + 4 + 4 = 18 B per parameter,
+    // two bare ops per tensor (12 per layer, 2 for the embedding, the head's 2 and its output weight
+    // unless tied on this stage).
+    plan.parallel.grad_accumulation = model::GradAccumulation::deepspeed;
+    plan.precision = model::Precision::bf16;
+    const int tensors = 12 * layers + 2 + 2 + (plan.model.tied_embeddings ? 0 : 1);
+    for (const auto shard : {model::Sharding::none, model::Sharding::zero1}) {
+        plan.parallel.sharding = shard;
+        const auto g = model::build_workload(plan);
+        const auto f = find(g, "grad_accum_fp32");
+        CHECK(f.ops == mbs);
+        CHECK(f.bytes == Approx(18.0 * local * mbs).epsilon(1e-9));
+        CHECK(f.launches == 2 * tensors * mbs);
+        CHECK(f.plain);
+        for (int mb = 0; mb < mbs; ++mb) CHECK(f.per_mb[mb] == 1);
+        CHECK(find(g, "grad_accum").ops == 0);
+    }
+    // Sharded gradients (ZeRO-2: reduce-scattered every micro-batch) and the fused path (Megatron-Core's
+    // wgrad GEMM accumulating into main_grad) take no pass of their own.
+    plan.parallel.sharding = model::Sharding::zero2;
+    CHECK(find(model::build_workload(plan), "grad_accum_fp32").ops == 0);
+    plan.parallel.sharding = model::Sharding::none;
+    plan.parallel.grad_accumulation = model::GradAccumulation::fused;
+    const auto fused = model::build_workload(plan);
+    CHECK(find(fused, "grad_accum").ops + find(fused, "grad_accum_fp32").ops == 0);
+    // The pass costs GPU time: each op reads and writes its bytes at the profile's HBM rate, so a
+    // GPU-bound step is longer by at least the BF16_Optimizer loop's bytes at that rate.
+    auto accumulating = plan;
+    accumulating.parallel.grad_accumulation = model::GradAccumulation::deepspeed;
+    const double hbm = plan.hardware.hbm_bandwidth.value() * plan.hardware.hbm_efficiency;
+    CHECK(run(accumulating).step_time.seconds() - run(plan).step_time.seconds() >= 18.0 * local * mbs / hbm * 0.999);
+    // Megatron-LM 2021 accumulates through its DDP hook, 2022 inside the GEMM, Megatron-DeepSpeed
+    // through DeepSpeed's engine; Megatron-Core and FSDP stacks have no pass.
+    CHECK(model::framework_profile("megatron-lm-2021").parallel.grad_accumulation == model::GradAccumulation::megatron_ddp);
+    CHECK(model::framework_profile("megatron-lm-2022").parallel.grad_accumulation == model::GradAccumulation::fused);
+    CHECK(model::framework_profile("megatron-deepspeed").parallel.grad_accumulation == model::GradAccumulation::deepspeed);
+    for (const char* fw : {"megatron-core", "nemo", "llm-foundry", "torchtitan", "deepspeed"})
+        CHECK(model::framework_profile(fw).parallel.grad_accumulation == model::GradAccumulation::fused);
+}
+
 TEST_CASE("the trainer's timers and its batch load make the host wait at each micro-batch's edges",
           "[executor][host]") {
     // Megatron-LM 2021-22's synchronizing timers around each micro-batch's forward and backward,

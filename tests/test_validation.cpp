@@ -27,8 +27,8 @@ namespace fs = std::filesystem;
 namespace {
 // The ratchet: the dev-set figures reached (docs/accuracy.md) plus a small margin. Lower them
 // when the model improves; never raise them to let a change through.
-constexpr double kMaxMape = 6.8;      // reached 6.6; 6.8 with llm-foundry's fused loss; 6.7 with the PP gather; 6.6 with measured A100 collectives
-constexpr double kMaxMedian = 4.9;    // reached 4.6; 4.8 with the fused loss; 4.6 with the PP gather
+constexpr double kMaxMape = 6.4;      // reached 6.6; 6.8 with llm-foundry's fused loss; 6.7 with the PP gather; 6.6 with measured A100 collectives; 6.2 with gradient accumulation passes
+constexpr double kMaxMedian = 4.3;    // reached 4.6; 4.8 with the fused loss; 4.6 with the PP gather; 4.0 with gradient accumulation passes
 constexpr double kMaxWorstRow = 28.5; // reached 27.3 (row 27)
 // The same for the held-out torchtitan rows (tests/data/published-torchtitan.csv): published
 // measurements of a stack the dev set does not hold, none used to set a constant.
@@ -44,7 +44,7 @@ constexpr double kMaxFoundryHeldOutWorst = 37.5; // reached 36.2 (MPT-760m on 8 
 // Other published runs (tests/data/published-other.csv, 36 rows: Llama 3, LLaMA, OPT and MT-NLG
 // papers, BLOOM, Nemotron-4 15B, TinyLlama, NVIDIA's MaxText and PAX benchmarks, four whole-run
 // totals), mostly of frameworks without a profile: a regression guard, not a target.
-constexpr double kMaxOtherHeldOutMape = 17.0;  // reached 27.1; 18.7 with the generic eager profile for unknown stacks; 17.3 with llm-foundry recipes' recompute (MPT-7B whole run); 16.5 with stragglers in the run model
+constexpr double kMaxOtherHeldOutMape = 15.8;  // reached 27.1; 18.7 with the generic eager profile for unknown stacks; 17.3 with llm-foundry recipes' recompute (MPT-7B whole run); 16.5 with stragglers in the run model; 15.1 with DeepSpeed's BF16_Optimizer accumulation (BLOOM, MT-NLG)
 // The whole-run rows of that file (MPT-7B, SmolLM3-3B, Falcon-7B / 40B): issue #18's target, every
 // row within 10%. Reached +16.5% (SmolLM3) with Llama 3's interruption terms alone; 7.0% with
 // ByteDance's straggler waste (run.stragglers) and BLOOM's evaluation pauses (run.eval_pauses).
@@ -55,8 +55,9 @@ constexpr double kMaxOtherHeldOutWorst = 68.0; // reached 72.1; 66.8 (OPT-175B, 
 // Reached 32.1; 31.9 with the host timeline; 20.6 with the fused-softmax limits, measured A100
 // collectives and measured legacy host costs; 17.4 with Megatron-DeepSpeed's per-layer host wait;
 // 12.0 with the DGX A100 host CPU's speed (node.host_cpu_speed); 10.9 with the waits at each
-// micro-batch's edges and DeepSpeed's per-tensor FP16 optimizer.
-constexpr double kMaxVtrainMape = 11.3;
+// micro-batch's edges and DeepSpeed's per-tensor FP16 optimizer; 10.5 with measured 2- and 4-GPU A100
+// all-reduces and autograd's gradient accumulation adds.
+constexpr double kMaxVtrainMape = 10.9;
 
 fs::path dev_set() {
     if (const char* env = std::getenv("TRAINSIM_VALIDATION_CSV"); env != nullptr && *env != '\0') return env;

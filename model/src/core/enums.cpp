@@ -145,6 +145,20 @@ std::string to_string(MicrobatchSync v) {
     return "?";
 }
 
+std::string to_string(GradAccumulation v) {
+    switch (v) {
+        case GradAccumulation::fused:
+            return "fused";
+        case GradAccumulation::megatron_ddp:
+            return "megatron-ddp";
+        case GradAccumulation::deepspeed:
+            return "deepspeed";
+        case GradAccumulation::autograd:
+            return "autograd";
+    }
+    return "?";
+}
+
 std::string to_string(Elementwise v) {
     return v == Elementwise::fused ? "fused" : "eager";
 }

@@ -76,6 +76,12 @@ void megatron_lm_2021(FrameworkProfile& f) {
     // get_batch / get_batch_pipe: mpu.broadcast_data's blocking .cpu() / .cuda() copies per
     // micro-batch (Megatron-LM and both Megatron-DeepSpeed forks).
     f.parallel.host_sync_batch = true;
+    // megatron/model/distributed.py (2021, --DDP-impl local with contiguous buffers): each
+    // parameter's grad-accumulator hook runs main_grad.add_(param.grad.data) and frees the grad,
+    // after every micro-batch; the buffer is FP16 with --fp16 (accumulate_allreduce_grads_in_fp32
+    // defaults off) and FP32 with --bf16 (arguments.py forces it). No fused wgrad accumulation
+    // before Megatron-LM 2022's --gradient-accumulation-fusion.
+    f.parallel.grad_accumulation = GradAccumulation::megatron_ddp;
 }
 } // namespace
 
@@ -135,6 +141,7 @@ constexpr Behaviour kBehaviours[] = {
     {"parallel.host_sync_batch", copy_member<&Parallel::host_sync_batch>},
     {"parallel.host_sync_microbatch", copy_member<&Parallel::host_sync_microbatch>},
     {"parallel.optimizer_per_tensor", copy_member<&Parallel::optimizer_per_tensor>},
+    {"parallel.grad_accumulation", copy_member<&Parallel::grad_accumulation>},
 };
 } // namespace
 
@@ -264,6 +271,10 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.parallel.sequence_parallel = true; // when tp > 1
         f.parallel.recompute = Recompute::selective;
         f.block_recompute = true;
+        // The 2022 release's LinearWithGradAccumulationAndAsyncCommunication accumulates the
+        // weight gradient into main_grad inside the wgrad GEMM (--gradient-accumulation-fusion,
+        // on by default with Apex's fused_weight_gradient_mlp_cuda).
+        f.parallel.grad_accumulation = GradAccumulation::fused;
         f.precision = Precision::fp16; // Korthikanti et al. 2022 trained in FP16 mixed precision
         f.why =
             "Megatron-LM 2022 (Korthikanti et al.): SP + selective recompute, DP all-reduce not overlapped, unfused "
@@ -283,6 +294,11 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.parallel.host_sync_microbatch = MicrobatchSync::forward;
         // ZeRO stage 0 in FP16 runs DeepSpeed's FP16_Optimizer, tensor by tensor (Parallel).
         f.parallel.optimizer_per_tensor = true;
+        // DeepSpeed's engine runs the backward, not Megatron's DDP: in FP16 the gradients
+        // accumulate in the parameters' .grad (autograd), in BF16 with ZeRO 0 or 1 its BF16_Optimizer
+        // adds each micro-batch's gradients into FP32 copies (bf16_optimizer.py update_hp_grads,
+        // called by PipelineEngine._exec_backward_pass and BF16_Optimizer.backward).
+        f.parallel.grad_accumulation = GradAccumulation::deepspeed;
         // Its ds_config's ZeRO stage 1: DeepSpeed's PipelineEngine asserts
         // zero_optimization_stage() < 2 (deepspeed/runtime/pipe/engine.py), and Megatron-DeepSpeed
         // builds its model as a pipeline (GPTModelPipe) at every pp unless --no-pipeline-parallel.

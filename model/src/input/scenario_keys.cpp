@@ -155,6 +155,14 @@ std::vector<KeySpec> make_table() {
                "Where the trainer's timers make the host wait for the GPU: none; forward (before each micro-batch's "
                "forward: DeepSpeed's ThroughputTimer); forward-backward (before and after each micro-batch's forward "
                "and backward: Megatron-LM 2021-22's synchronizing timers); without a pipeline only"),
+        one_of("parallel.grad_accumulation", spellings<GradAccumulation>(4), "fused",
+               "How each micro-batch's weight gradients are accumulated: fused (inside the wgrad GEMM, Megatron-Core / "
+               "TE gradient_accumulation_fusion, or into a shard after a per-micro-batch reduce-scatter: FSDP, "
+               "ZeRO-2/3); megatron-ddp (Megatron-LM 2021's DDP hook adds every micro-batch's gradient into main_grad: "
+               "2 + 2 x 2 B per parameter in FP16, 2 + 2 x 4 B in BF16); deepspeed (BF16 with ZeRO 0 or 1: BF16_Optimizer "
+               "adds each micro-batch's gradients into FP32 copies after the backward, 18 B per parameter; otherwise as "
+               "autograd); autograd (PyTorch adds each new gradient into the 16-bit .grad from the second micro-batch, "
+               "6 B per parameter)"),
         one_of("parallel.order", spellings<RankOrder>(6), "tp-cp-dp-pp",
                "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",

@@ -220,6 +220,23 @@ private:
 
     // Parameters of one "unit" on this TP rank: a layer, the embedding, or the LM head.
     [[nodiscard]] double unit_params(int unit) const;
+    // Parameter tensors of a unit as Megatron-LM 2021's GPT code builds them: a layer's 12 (two
+    // LayerNorms, QKV, projection, FC1, FC2: weight and bias each), the embedding's 2 (words,
+    // positions), the head's final LayerNorm 2 and its output weight unless that is the
+    // embedding's own tensor on this stage (tied, no pipeline).
+    [[nodiscard]] int unit_tensors(int unit, bool stage_has_embedding) const;
+
+    // The pass of its own that accumulating one micro-batch's weight gradients takes
+    // (Parallel::grad_accumulation, docs/model.md "Gradient accumulation"): bytes moved per
+    // parameter, whether the first micro-batch of the step pays it too, and whether it runs once
+    // after the micro-batch's backward as a loop over the stage's tensors (DeepSpeed's
+    // BF16_Optimizer) rather than after each unit's gradients. No pass: bytes_per_param 0.
+    struct AccumulationPass {
+        double bytes_per_param = 0;
+        bool first_microbatch = false;
+        bool after_backward = false;
+    };
+    [[nodiscard]] AccumulationPass accumulation_pass() const;
 
     StageProgram build_stage(int stage);
 

@@ -104,6 +104,44 @@ double Builder::unit_params(int unit) const {
     return params_.per_layer / p_.tp;
 }
 
+int Builder::unit_tensors(int unit, bool stage_has_embedding) const {
+    if (unit == kEmbedUnit) return 2;
+    if (unit == kHeadUnit) return 2 + (m_.tied_embeddings && stage_has_embedding ? 0 : 1);
+    return 12;
+}
+
+Builder::AccumulationPass Builder::accumulation_pass() const {
+    // Sharded gradients are reduce-scattered every micro-batch and added into the rank's shard
+    // (FSDP, ZeRO-2/3): 1/shard of the traffic below, not modelled.
+    if (per_layer_sharding() || p_.sharding == Sharding::zero2) return {};
+    // PyTorch's AccumulateGrad from the second micro-batch on (the first takes the new gradient
+    // as the parameter's .grad): .grad += new, reading both 16-bit tensors and writing one.
+    const AccumulationPass autograd{2.0 + 2.0 + 2.0, false, false};
+    switch (p_.grad_accumulation) {
+        case GradAccumulation::fused:
+            return {};
+        case GradAccumulation::megatron_ddp:
+            // main_grad.add_(grad): read the 16-bit gradient, read and write the buffer (FP16, or
+            // FP32 with BF16: grad_bytes_per_param), every micro-batch (the buffer is zeroed at
+            // the step's start, with the optimizer's pass).
+            return {2.0 + 2.0 * grad_bytes(), true, false};
+        case GradAccumulation::deepspeed:
+            // In BF16 with ZeRO stage 0 or 1 the engine wraps the optimizer in its BF16_Optimizer
+            // (engine.py _do_optimizer_sanity_check: BF16 weights with FP32 gradient accumulation,
+            // the BF16 default; the optimizer shards its own FP32 state, ZeRO-1 style), whose
+            // update_hp_grads runs hp_grad.add_(lp.grad.to(float32)) per tensor after every
+            // micro-batch's backward into full-size FP32 gradients: the BF16 gradient read and its
+            // FP32 copy written (2 + 4), then the copy and the FP32 gradient read and the sum
+            // written (4 + 4 + 4).
+            if (plan_.precision == Precision::bf16 && (p_.sharding == Sharding::none || p_.sharding == Sharding::zero1))
+                return {2.0 + 4.0 + 4.0 + 4.0 + 4.0, true, true};
+            return autograd;
+        case GradAccumulation::autograd:
+            return autograd;
+    }
+    return {};
+}
+
 void Builder::flush_deferred(StageState& st) {
     for (auto d : deferred_) st.pending.push_back(d);
     deferred_.clear();

@@ -180,6 +180,35 @@ StageProgram Builder::build_stage(int stage) {
     // Megatron's timers wait on both sides of the forward and of the backward; DeepSpeed's only
     // before the forward.
     const bool both_sides = p_.host_sync_microbatch == MicrobatchSync::forward_backward;
+    // Gradient accumulation as a pass of its own (accumulation_pass): after each unit's weight
+    // gradients (their launches are counted with the unit's backward kernels: the legacy path's
+    // AccumulateGrad adds), or once after each micro-batch's backward over the chunk's tensors,
+    // two bare ops each (DeepSpeed BF16_Optimizer: .to(float32), .add_).
+    const AccumulationPass accum = accumulation_pass();
+    std::map<int, ProtoId> unit_accum;  // per unit kind (layer 0, embedding, head)
+    std::vector<ProtoId> chunk_accum(static_cast<std::size_t>(vp), 0);
+    if (accum.bytes_per_param > 0) {
+        for (int c = 0; c < vp; ++c) {
+            double params = 0;
+            int tensors = 0;
+            for (int unit : chunk_units[static_cast<std::size_t>(c)]) {
+                params += unit_params(unit);
+                tensors += unit_tensors(unit, has_embed);
+                const int kind = std::min(unit, 0);
+                if (!accum.after_backward && !unit_accum.contains(kind)) {
+                    const ProtoId id = memory("grad_accum", unit_params(unit) * accum.bytes_per_param);
+                    g_.protos[id].launches = 0;
+                    unit_accum[kind] = id;
+                }
+            }
+            if (accum.after_backward) {
+                const ProtoId id = memory("grad_accum_fp32", params * accum.bytes_per_param);
+                g_.protos[id].launches = 2 * tensors;
+                g_.protos[id].plain_ops = true;
+                chunk_accum[static_cast<std::size_t>(c)] = id;
+            }
+        }
+    }
     const int nvs = pp * vp;
     auto tag = [&](bool fwd, int chunk_dst, int mb) {
         return static_cast<std::uint32_t>(((fwd ? 0 : 1) * vp + chunk_dst) * mbs + mb);
@@ -275,10 +304,15 @@ StageProgram Builder::build_stage(int stage) {
                 }
                 flush_deferred(st);
                 done = std::max(done, last_compute_);
+                if (const auto acc = unit_accum.find(std::min(unit, 0));
+                    acc != unit_accum.end() && (accum.first_microbatch || current_bwd_count_ > 1))
+                    done = compute_tracked(st, acc->second, Category::backward, mb, c);
                 grads_done(st, unit, mb, c, done, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
                 prev2_done = prev_done;
                 prev_done = last_compute_;
             }
+            if (const ProtoId a = chunk_accum[static_cast<std::size_t>(c)]; a != 0)
+                compute_tracked(st, a, Category::backward, mb, c);
             if (timer_sync != 0 && both_sides) host_wait(st, timer_sync, Category::backward, mb, c);
             if (vs > 0) {
                 const int dst = (vs - 1) % pp;
@@ -322,17 +356,13 @@ StageProgram Builder::build_stage(int stage) {
     // element) and the read of the sum to the host (3 bare ops), serially: one wait per tensor,
     // taken here per unit (a layer's tensors together); then every gradient copied to FP32
     // (2 + 4 B) and the copies flattened into one buffer (4 + 4 B). Bare ops from a Python loop
-    // (OpProto::plain_ops). Megatron-LM 2021's layer has 12 parameter
-    // tensors (two LayerNorms, QKV, projection, FC1, FC2, each weight and bias), the embedding 2
-    // (words, positions), the head the final LayerNorm's 2 and its output weight unless that is
-    // the embedding's own tensor on this stage (tied, no pipeline).
+    // (OpProto::plain_ops), over the tensors of unit_tensors.
     const bool per_tensor = per_tensor_fp16_optimizer(plan_);
     int tensors = 0;
     if (per_tensor) {
-        const int head = 2 + (m_.tied_embeddings && has_embed ? 0 : 1);
         for (const auto& u : chunk_units)
             for (int unit : u) {
-                const int n = unit == kEmbedUnit ? 2 : unit == kHeadUnit ? head : 12;
+                const int n = unit_tensors(unit, has_embed);
                 tensors += n;
                 const ProtoId check = memory("overflow_check", unit_params(unit) * 10.0);
                 g_.protos[check].launches = 3 * n;

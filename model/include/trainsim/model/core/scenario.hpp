@@ -72,6 +72,20 @@ enum class HostDispatch { te, legacy, eager, compiled, graphs };
 // ThroughputTimer); before and after each micro-batch's forward and backward (Megatron-LM
 // 2021-22's synchronizing timers).
 enum class MicrobatchSync { none, forward, forward_backward };
+// How a micro-batch's weight gradients join those of the earlier micro-batches of the step
+// (Parallel::grad_accumulation; docs/model.md "Gradient accumulation"):
+//   fused        — inside the weight-gradient GEMM (Megatron-Core / Transformer Engine
+//                  gradient_accumulation_fusion: C += A B into the FP32 main_grad), or into a
+//                  shard after a per-micro-batch reduce-scatter (FSDP, ZeRO-2/3): no pass of its own;
+//   megatron-ddp — Megatron-LM 2021's local DDP: a hook per parameter adds the gradient into the
+//                  contiguous main_grad buffer after every micro-batch's backward
+//                  (main_grad.add_(grad); param.grad = None);
+//   deepspeed    — DeepSpeed's engine: in BF16 with ZeRO 0 or 1 its BF16_Optimizer adds every
+//                  micro-batch's BF16 gradients into FP32 copies after the backward
+//                  (update_hp_grads); otherwise PyTorch's autograd accumulation below;
+//   autograd     — PyTorch's AccumulateGrad: from the second micro-batch each parameter's new
+//                  gradient is added into its 16-bit .grad.
+enum class GradAccumulation { fused, megatron_ddp, deepspeed, autograd };
 // How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
 // context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
 // tp-cp-dp-pp: TP inside a node, then CP and DP, pipeline stages outermost.
@@ -211,6 +225,8 @@ struct Parallel {
     // copied to FP32 (p.grad.to(float32)) and flattened into one buffer, and after the update
     // every weight is copied back from the flat FP32 master (p.data.copy_(q.data)).
     bool optimizer_per_tensor = false;
+    // How each micro-batch's weight gradients are accumulated (see GradAccumulation).
+    GradAccumulation grad_accumulation = GradAccumulation::fused;
     RankOrder order = RankOrder::tp_cp_dp_pp;
     // Adam as one fused kernel (Apex / Transformer Engine / DeepSpeed FusedAdam) or as PyTorch's
     // multi-tensor `foreach` implementation, one element-wise pass per step of the update.
@@ -381,5 +397,6 @@ struct Scenario {
 [[nodiscard]] std::string to_string(CrossEntropy v);
 [[nodiscard]] std::string to_string(HostDispatch v);
 [[nodiscard]] std::string to_string(MicrobatchSync v);
+[[nodiscard]] std::string to_string(GradAccumulation v);
 
 } // namespace trainsim::model
