@@ -868,6 +868,42 @@ TEST_CASE("gradient accumulation as a pass of its own: Megatron-LM 2021's DDP ho
     accumulating.parallel.grad_accumulation = model::GradAccumulation::deepspeed;
     const double hbm = plan.hardware.hbm_bandwidth.value() * plan.hardware.hbm_efficiency;
     CHECK(run(accumulating).step_time.seconds() - run(plan).step_time.seconds() >= 18.0 * local * mbs / hbm * 0.999);
+    // The BF16_Optimizer is ZeRO-1 of its own with ZeRO stage 0 or 1: over 2 data-parallel ranks it
+    // all-reduces its FP32 gradients (4 B per parameter), updates half the Adam state and gathers the
+    // BF16 weights (2 B); it holds BF16 and FP32 gradients (2 + 4 B per parameter) and half the
+    // optimizer state (12 / 2 B).
+    auto dp2 = test::small_plan(1, 1, 2, 8, 1);
+    dp2.precision = model::Precision::bf16;
+    dp2.parallel.grad_accumulation = model::GradAccumulation::deepspeed;
+    for (const auto shard : {model::Sharding::none, model::Sharding::zero1}) {
+        dp2.parallel.sharding = shard;
+        REQUIRE(model::deepspeed_bf16_optimizer(dp2));
+        CHECK(model::grad_bytes_per_param(dp2) == 4.0);
+        const auto mem = model::stage_memory(dp2, 0);
+        CHECK(mem.gradients.value() == Approx(6.0 * mem.local_params).epsilon(1e-9));
+        CHECK(mem.optimizer.value() == Approx(12.0 * mem.local_params / 2).epsilon(1e-9));
+        const auto g = model::build_workload(dp2);
+        double reduced = 0, gathered = 0, scattered = 0;
+        for (const auto& op : g.stages[0].ops) {
+            const auto& p = g.protos[op.proto];
+            if (p.kind != model::OpKind::collective) continue;
+            if (p.collective == model::CollectiveOp::all_reduce && p.group == model::Group::dp_cp) reduced += p.bytes.value();
+            if (p.collective == model::CollectiveOp::all_gather && p.group == model::Group::dp_cp) gathered += p.bytes.value();
+            if (p.collective == model::CollectiveOp::reduce_scatter) scattered += p.bytes.value();
+        }
+        CHECK(reduced == Approx(4.0 * local).epsilon(1e-9));
+        CHECK(gathered == Approx(2.0 * local).epsilon(1e-9));
+        CHECK(scattered == 0.0);
+    }
+    // Not in FP16 (FP16_Optimizer), nor under ZeRO-2, nor for another stack's BF16.
+    dp2.parallel.sharding = model::Sharding::zero2;
+    CHECK_FALSE(model::deepspeed_bf16_optimizer(dp2));
+    dp2.parallel.sharding = model::Sharding::none;
+    dp2.precision = model::Precision::fp16;
+    CHECK_FALSE(model::deepspeed_bf16_optimizer(dp2));
+    dp2.precision = model::Precision::bf16;
+    dp2.parallel.grad_accumulation = model::GradAccumulation::fused;
+    CHECK_FALSE(model::deepspeed_bf16_optimizer(dp2));
     // Megatron-LM 2021 accumulates through its DDP hook, 2022 inside the GEMM, Megatron-DeepSpeed
     // through DeepSpeed's engine; Megatron-Core and FSDP stacks have no pass.
     CHECK(model::framework_profile("megatron-lm-2021").parallel.grad_accumulation == model::GradAccumulation::megatron_ddp);

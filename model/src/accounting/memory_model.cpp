@@ -82,6 +82,7 @@ double grad_bytes_per_param(const Plan& plan) {
     const auto& p = plan.parallel;
     const bool megatron = p.sharding == Sharding::none || p.sharding == Sharding::dist_opt;
     if (per_layer_sharding(p.sharding) && p.fsdp_reduce_fp32) return 4.0;
+    if (deepspeed_bf16_optimizer(plan)) return 4.0;
     return megatron && p.main_grads_fp32 && plan.precision != Precision::fp16 ? 4.0 : 2.0;
 }
 
@@ -114,7 +115,12 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     const double layer_local = layers_per_stage * pc.per_layer / p.tp;
     const double weights16 = 2.0 * local - (p.fp8_params ? layer_local : 0.0);
     const double optimizer = optimizer_bytes_per_param(p);
-    switch (p.sharding) {
+    if (deepspeed_bf16_optimizer(plan)) {
+        // BF16 weights 2, BF16 gradients 2 beside the FP32 ones 4, the optimizer's 1/dp shard.
+        mb.weights = Bytes(weights16);
+        mb.gradients = Bytes((2.0 + 4.0) * local);
+        mb.optimizer = Bytes(optimizer * local / dp_group);
+    } else switch (p.sharding) {
     case Sharding::none:
         mb.weights = Bytes(weights16);
         mb.gradients = Bytes(main_grad * local);
@@ -234,6 +240,12 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     return mb;
 }
 
+bool deepspeed_bf16_optimizer(const Plan& plan) {
+    const auto& p = plan.parallel;
+    return p.grad_accumulation == GradAccumulation::deepspeed && plan.precision == Precision::bf16 &&
+           (p.sharding == Sharding::none || p.sharding == Sharding::zero1);
+}
+
 bool per_tensor_fp16_optimizer(const Plan& plan) {
     return plan.parallel.optimizer_per_tensor && plan.parallel.sharding == Sharding::none &&
            plan.precision == Precision::fp16;
@@ -277,7 +289,7 @@ double optimizer_shard_degree(const Plan& plan) {
     const auto& p = plan.parallel;
     const int dp_group = p.dp * p.cp;
     const int gpn_tp = std::max(1, plan.cluster.gpus_per_node / p.tp);
-    if (p.sharding == Sharding::none) return 1.0;
+    if (p.sharding == Sharding::none && !deepspeed_bf16_optimizer(plan)) return 1.0;
     return p.sharding == Sharding::hsdp ? std::min(dp_group, gpn_tp) : dp_group;
 }
 

@@ -69,8 +69,11 @@ StageProgram Builder::build_stage(int stage) {
         return -1;
     };
 
+    // DeepSpeed's BF16_Optimizer shards its own optimizer state and gathers the updated weights,
+    // also with ZeRO stage 0 (deepspeed_bf16_optimizer).
+    const bool bf16_opt = deepspeed_bf16_optimizer(plan_);
     const bool sharded_opt = p_.sharding == Sharding::dist_opt || p_.sharding == Sharding::zero1 ||
-                             p_.sharding == Sharding::zero2 ||
+                             p_.sharding == Sharding::zero2 || bf16_opt ||
                              (p_.sharding != Sharding::none && !per_layer_sharding());
     // Parameter all-gathers of the distributed optimizer (for this step, issued at its start).
     std::vector<std::uint32_t> bucket_gather(buckets.size(), kNone);
@@ -342,7 +345,7 @@ StageProgram Builder::build_stage(int stage) {
     const bool bf16_state = p_.optimizer_state == OptimizerState::bf16;
     const double update_bytes =
         p_.fused_optimizer ? (bf16_state ? 10.0 + 8.0 : 16.0 + 14.0) : (bf16_state ? 40.0 : 80.0);
-    const bool shards_optimizer = p_.sharding != Sharding::none;
+    const bool shards_optimizer = p_.sharding != Sharding::none || bf16_opt;
     const double opt_shard = shards_optimizer ? (per_layer_sharding() ? shard : dp_group) : 1.0;
     const double shard_params = local_params / opt_shard;
     const double grad_buffer = per_layer_sharding() ? shard_params : local_params;
@@ -428,7 +431,9 @@ void Builder::grads_done(StageState& st, int unit, int mb, int chunk, std::uint3
     auto& left = remaining[static_cast<std::size_t>(b)];
     if (--left > 0) return;
     left = static_cast<int>(buckets[static_cast<std::size_t>(b)].units.size());
-    const bool all_reduce = p_.sharding == Sharding::none;
+    // DeepSpeed's BF16_Optimizer all-reduces its FP32 gradients (PipelineEngine._bf16_reduce_grads,
+    // buffered_allreduce_fallback over get_grads_for_reduction), ZeRO-1 or not.
+    const bool all_reduce = p_.sharding == Sharding::none || deepspeed_bf16_optimizer(plan_);
     const double bytes = grad_bytes() * buckets[static_cast<std::size_t>(b)].params;
     const auto proto = collective(all_reduce ? "grad_ar" : "grad_rs",
                                   all_reduce ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter,

@@ -53,12 +53,22 @@ struct MemoryBreakdown {
 // (Parallel::optimizer_per_tensor, which applies in FP16 without ZeRO).
 [[nodiscard]] bool per_tensor_fp16_optimizer(const Plan& plan);
 
+// Whether DeepSpeed's engine wraps the optimizer in its BF16_Optimizer (deepspeed/runtime/
+// bf16_optimizer.py; engine.py _do_optimizer_sanity_check: BF16 weights with FP32 gradient
+// accumulation under ZeRO stage 0 or 1; Parallel::grad_accumulation deepspeed, precision bf16,
+// sharding none or zero1). It keeps full-size FP32 gradients beside the BF16 ones (each
+// micro-batch's added in, docs/model.md "Gradient accumulation"), all-reduces the FP32 gradients
+// over the data-parallel ranks, updates its 1/dp shard of the FP32 master and Adam state and
+// all-gathers the updated BF16 weights: ZeRO-1 of its own, whatever the configured stage.
+[[nodiscard]] bool deepspeed_bf16_optimizer(const Plan& plan);
+
 // The breakdown of one pipeline stage's ranks.
 [[nodiscard]] MemoryBreakdown stage_memory(const Plan& plan, int stage);
 
 // Bytes per parameter of the gradient buffer, which is also the dtype gradients are reduced in:
 // 4 for Megatron's FP32 main gradients (no sharding or the distributed optimizer, bf16 / fp8,
-// parallel.main_grads_fp32), else 2 (FP16 training, ZeRO, FSDP, 16-bit gradient sync).
+// parallel.main_grads_fp32) and DeepSpeed's BF16_Optimizer, else 2 (FP16 training, ZeRO, FSDP,
+// 16-bit gradient sync).
 [[nodiscard]] double grad_bytes_per_param(const Plan& plan);
 
 // Whether the weights are gathered layer by layer for each use and released after it (ZeRO-3,
