@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <limits>
+#include <map>
 
 using namespace trainsim;
 using model::Time;
@@ -812,15 +813,19 @@ TEST_CASE("gradient accumulation as a pass of its own: Megatron-LM 2021's DDP ho
     };
     // Megatron-LM 2021 local DDP: main_grad.add_(grad) after every micro-batch, per unit: read the
     // 16-bit gradient, read and write the buffer (FP16 with --fp16: 2 + 2 + 2 B; FP32 with --bf16:
-    // 2 + 4 + 4 B). The launches are the legacy layer's own AccumulateGrad kernels (none added).
+    // 2 + 4 + 4 B).
     plan.parallel.grad_accumulation = model::GradAccumulation::megatron_ddp;
     for (const auto& [prec, bytes] : {std::pair{model::Precision::fp16, 6.0}, std::pair{model::Precision::bf16, 10.0}}) {
         plan.precision = prec;
         const auto f = find(model::build_workload(plan), "grad_accum");
         CHECK(f.ops == (layers + 2) * mbs);
         CHECK(f.bytes == Approx(bytes * local * mbs).epsilon(1e-9));
-        CHECK(f.launches == 0);
+        // One add per tensor launched (te dispatch); the legacy path counts them in its backward.
+        CHECK(f.launches == (12 * layers + 2 + 2 + (plan.model.tied_embeddings ? 0 : 1)) * mbs);
         for (int mb = 0; mb < mbs; ++mb) CHECK(f.per_mb[mb] == layers + 2);
+        auto legacy = plan;
+        legacy.parallel.host_dispatch = model::HostDispatch::legacy;
+        CHECK(find(model::build_workload(legacy), "grad_accum").launches == 0);
     }
     // PyTorch's AccumulateGrad: the first micro-batch takes the new gradient as .grad, the others
     // add it in (2 + 2 + 2 B); DeepSpeed's engine in FP16, with or without ZeRO-1, does that.
@@ -857,7 +862,12 @@ TEST_CASE("gradient accumulation as a pass of its own: Megatron-LM 2021's DDP ho
     // Sharded gradients (ZeRO-2: reduce-scattered every micro-batch) and the fused path (Megatron-Core's
     // wgrad GEMM accumulating into main_grad) take no pass of their own.
     plan.parallel.sharding = model::Sharding::zero2;
-    CHECK(find(model::build_workload(plan), "grad_accum_fp32").ops == 0);
+    for (const auto prec : {model::Precision::bf16, model::Precision::fp16}) {
+        plan.precision = prec;
+        const auto g2 = model::build_workload(plan);
+        CHECK(find(g2, "grad_accum_fp32").ops + find(g2, "grad_accum").ops == 0);
+    }
+    plan.precision = model::Precision::bf16;
     plan.parallel.sharding = model::Sharding::none;
     plan.parallel.grad_accumulation = model::GradAccumulation::fused;
     const auto fused = model::build_workload(plan);
@@ -904,6 +914,61 @@ TEST_CASE("gradient accumulation as a pass of its own: Megatron-LM 2021's DDP ho
     dp2.precision = model::Precision::bf16;
     dp2.parallel.grad_accumulation = model::GradAccumulation::fused;
     CHECK_FALSE(model::deepspeed_bf16_optimizer(dp2));
+    // A head tied to the embedding on the same stage is one tensor: the BF16_Optimizer's loop visits it
+    // once (the per-unit adds charge autograd's two: the engine's sum of its two gradients, then .grad).
+    auto tied = plan;
+    tied.model.tied_embeddings = true;
+    tied.parallel.grad_accumulation = model::GradAccumulation::deepspeed;
+    {
+        const auto pt = model::count_params(tied.model);
+        const double tied_local = layers * pt.per_layer + pt.embedding;
+        const auto f = find(model::build_workload(tied), "grad_accum_fp32");
+        CHECK(f.bytes == Approx(18.0 * tied_local * mbs).epsilon(1e-9));
+        CHECK(f.launches == 2 * (12 * layers + 2 + 2) * mbs);
+    }
+    // With the gradient reduction overlapped, the last micro-batch's reductions wait for the
+    // BF16_Optimizer's loop, which completes the gradients they reduce.
+    auto overlapped = test::small_plan(1, 1, 2, 8, 1);
+    overlapped.precision = model::Precision::bf16;
+    overlapped.parallel.sharding = model::Sharding::none;
+    overlapped.parallel.overlap_grad_reduce = true;
+    overlapped.parallel.grad_accumulation = model::GradAccumulation::deepspeed;
+    {
+        const auto g = model::build_workload(overlapped);
+        const auto& ops = g.stages[0].ops;
+        const auto& deps = g.stages[0].deps;
+        std::uint32_t last_pass = 0;
+        int reductions = 0;
+        for (std::uint32_t i = 0; i < ops.size(); ++i) {
+            const auto& p = g.protos[ops[i].proto];
+            if (p.name == "grad_accum_fp32") last_pass = i;
+            if (p.name != "grad_ar") continue;
+            ++reductions;
+            bool waits = false;
+            for (std::uint32_t d = 0; d < ops[i].dep_count; ++d) waits = waits || deps[ops[i].dep_begin + d] == last_pass;
+            CHECK(waits);
+        }
+        CHECK(reductions > 0);
+    }
+    // Under a pipeline, interleaved or not, every stage and chunk skips autograd's add on its first
+    // micro-batch and adds on the others.
+    for (const int vp : {1, 2}) {
+        auto piped = test::small_plan(1, 2, 1, 4, 1);
+        piped.parallel.vp = vp;
+        piped.precision = model::Precision::fp16;
+        piped.parallel.sharding = model::Sharding::none;
+        piped.parallel.grad_accumulation = model::GradAccumulation::autograd;
+        const auto g = model::build_workload(piped);
+        for (const auto& stage : g.stages) {
+            std::map<std::pair<int, int>, int> adds;  // (chunk, micro-batch) -> ops
+            for (const auto& op : stage.ops)
+                if (g.protos[op.proto].name == "grad_accum") ++adds[{op.chunk, op.microbatch}];
+            for (int c = 0; c < vp; ++c) {
+                CHECK(adds[{c, 0}] == 0);
+                for (int mb = 1; mb < piped.grad_accum(); ++mb) CHECK(adds[{c, mb}] > 0);
+            }
+        }
+    }
     // Megatron-LM 2021 accumulates through its DDP hook, 2022 inside the GEMM, Megatron-DeepSpeed
     // through DeepSpeed's engine; Megatron-Core and FSDP stacks have no pass.
     CHECK(model::framework_profile("megatron-lm-2021").parallel.grad_accumulation == model::GradAccumulation::megatron_ddp);

@@ -242,8 +242,9 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
 
 bool deepspeed_bf16_optimizer(const Plan& plan) {
     const auto& p = plan.parallel;
+    // ZeRO-Offload takes the ZeRO optimizer instead (engine.py: stage 1 "and not self.zero_cpu_offload()").
     return p.grad_accumulation == GradAccumulation::deepspeed && plan.precision == Precision::bf16 &&
-           (p.sharding == Sharding::none || p.sharding == Sharding::zero1);
+           (p.sharding == Sharding::none || p.sharding == Sharding::zero1) && p.offload == Offload::none;
 }
 
 bool per_tensor_fp16_optimizer(const Plan& plan) {

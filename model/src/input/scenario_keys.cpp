@@ -159,10 +159,12 @@ std::vector<KeySpec> make_table() {
                "How each micro-batch's weight gradients are accumulated: fused (inside the wgrad GEMM, Megatron-Core / "
                "TE gradient_accumulation_fusion, or into a shard after a per-micro-batch reduce-scatter: FSDP, "
                "ZeRO-2/3); megatron-ddp (Megatron-LM 2021's DDP hook adds every micro-batch's gradient into main_grad: "
-               "2 + 2 x 2 B per parameter in FP16, 2 + 2 x 4 B in BF16); deepspeed (BF16 with ZeRO 0 or 1: BF16_Optimizer "
-               "adds each micro-batch's gradients into FP32 copies after the backward, 18 B per parameter; otherwise as "
-               "autograd); autograd (PyTorch adds each new gradient into the 16-bit .grad from the second micro-batch, "
-               "6 B per parameter)"),
+               "2 + 2 x 2 B per parameter in FP16, 2 + 2 x 4 B in BF16); deepspeed (DeepSpeed's engine: in BF16 with ZeRO 0 "
+               "or 1 and no offload its BF16_Optimizer, which adds each micro-batch's gradients into FP32 copies after the "
+               "backward, 18 B per parameter, and is ZeRO-1 of its own: FP32 gradient all-reduce, 1/dp of the Adam state, "
+               "BF16 weight all-gather, 2 + 4 B of gradients per parameter; otherwise as autograd); autograd (PyTorch adds "
+               "each new gradient into the 16-bit .grad from the second micro-batch, 6 B per parameter). No pass under "
+               "ZeRO-2/3, FSDP or HSDP, whose gradients are reduce-scattered every micro-batch"),
         one_of("parallel.order", spellings<RankOrder>(6), "tp-cp-dp-pp",
                "Rank order, innermost first: which groups share a node (Megatron default tp-cp-dp-pp)"),
         key("parallel.fused_optimizer", "bool", "", "true",

@@ -133,8 +133,7 @@ Builder::AccumulationPass Builder::accumulation_pass() const {
             // micro-batch's backward into full-size FP32 gradients: the BF16 gradient read and its
             // FP32 copy written (2 + 4), then the copy and the FP32 gradient read and the sum
             // written (4 + 4 + 4).
-            if (plan_.precision == Precision::bf16 && (p_.sharding == Sharding::none || p_.sharding == Sharding::zero1))
-                return {2.0 + 4.0 + 4.0 + 4.0 + 4.0, true, true};
+            if (deepspeed_bf16_optimizer(plan_)) return {2.0 + 4.0 + 4.0 + 4.0 + 4.0, true, true};
             return autograd;
         case GradAccumulation::autograd:
             return autograd;

@@ -184,23 +184,28 @@ StageProgram Builder::build_stage(int stage) {
     // before the forward.
     const bool both_sides = p_.host_sync_microbatch == MicrobatchSync::forward_backward;
     // Gradient accumulation as a pass of its own (accumulation_pass): after each unit's weight
-    // gradients (their launches are counted with the unit's backward kernels: the legacy path's
-    // AccumulateGrad adds), or once after each micro-batch's backward over the chunk's tensors,
-    // two bare ops each (DeepSpeed BF16_Optimizer: .to(float32), .add_).
+    // gradients, or once after each micro-batch's backward over the chunk's tensors, two bare ops
+    // each (DeepSpeed BF16_Optimizer: .to(float32), .add_). A unit's adds launch one kernel per
+    // tensor; the legacy path already counts them among the unit's backward kernels (its
+    // AccumulateGrad adds). A head tied to the embedding on the same stage is one tensor: the
+    // BF16_Optimizer's loop visits it once, while autograd adds it twice (the two contributions
+    // summed in the engine's input buffer, then into .grad), as the per-unit adds charge it.
     const AccumulationPass accum = accumulation_pass();
     std::map<int, ProtoId> unit_accum;  // per unit kind (layer 0, embedding, head)
     std::vector<ProtoId> chunk_accum(static_cast<std::size_t>(vp), 0);
     if (accum.bytes_per_param > 0) {
+        const bool legacy = p_.host_dispatch == HostDispatch::legacy;
         for (int c = 0; c < vp; ++c) {
             double params = 0;
             int tensors = 0;
             for (int unit : chunk_units[static_cast<std::size_t>(c)]) {
-                params += unit_params(unit);
+                const bool tied_here = unit == kHeadUnit && m_.tied_embeddings && has_embed;
+                if (!tied_here) params += unit_params(unit);
                 tensors += unit_tensors(unit, has_embed);
                 const int kind = std::min(unit, 0);
                 if (!accum.after_backward && !unit_accum.contains(kind)) {
                     const ProtoId id = memory("grad_accum", unit_params(unit) * accum.bytes_per_param);
-                    g_.protos[id].launches = 0;
+                    g_.protos[id].launches = legacy ? 0 : unit_tensors(unit, has_embed);
                     unit_accum[kind] = id;
                 }
             }
@@ -287,6 +292,10 @@ StageProgram Builder::build_stage(int stage) {
             ++bwd_count[static_cast<std::size_t>(c)];
             current_bwd_count_ = bwd_count[static_cast<std::size_t>(c)];
             std::uint32_t prev2_done = kNone, prev_done = kNone;
+            // With the BF16_Optimizer's loop the gradients are complete only after it: the units'
+            // reductions wait for it.
+            const ProtoId chunk_pass = chunk_accum[static_cast<std::size_t>(c)];
+            std::vector<int> awaiting_pass;
             for (int unit : units) {
                 std::uint32_t gdep = kNone;
                 if (per_layer_sharding())
@@ -310,12 +319,18 @@ StageProgram Builder::build_stage(int stage) {
                 if (const auto acc = unit_accum.find(std::min(unit, 0));
                     acc != unit_accum.end() && (accum.first_microbatch || current_bwd_count_ > 1))
                     done = compute_tracked(st, acc->second, Category::backward, mb, c);
-                grads_done(st, unit, mb, c, done, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
+                if (chunk_pass != 0)
+                    awaiting_pass.push_back(unit);
+                else
+                    grads_done(st, unit, mb, c, done, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
                 prev2_done = prev_done;
                 prev_done = last_compute_;
             }
-            if (const ProtoId a = chunk_accum[static_cast<std::size_t>(c)]; a != 0)
-                compute_tracked(st, a, Category::backward, mb, c);
+            if (chunk_pass != 0) {
+                const auto pass = compute_tracked(st, chunk_pass, Category::backward, mb, c);
+                for (int unit : awaiting_pass)
+                    grads_done(st, unit, mb, c, pass, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
+            }
             if (timer_sync != 0 && both_sides) host_wait(st, timer_sync, Category::backward, mb, c);
             if (vs > 0) {
                 const int dst = (vs - 1) % pp;

@@ -55,8 +55,8 @@ struct MemoryBreakdown {
 
 // Whether DeepSpeed's engine wraps the optimizer in its BF16_Optimizer (deepspeed/runtime/
 // bf16_optimizer.py; engine.py _do_optimizer_sanity_check: BF16 weights with FP32 gradient
-// accumulation under ZeRO stage 0 or 1; Parallel::grad_accumulation deepspeed, precision bf16,
-// sharding none or zero1). It keeps full-size FP32 gradients beside the BF16 ones (each
+// accumulation under ZeRO stage 0 or 1 without CPU offload; Parallel::grad_accumulation deepspeed,
+// precision bf16, sharding none or zero1, offload none). It keeps full-size FP32 gradients beside the BF16 ones (each
 // micro-batch's added in, docs/model.md "Gradient accumulation"), all-reduces the FP32 gradients
 // over the data-parallel ranks, updates its 1/dp shard of the FP32 master and Adam state and
 // all-gathers the updated BF16 weights: ZeRO-1 of its own, whatever the configured stage.
