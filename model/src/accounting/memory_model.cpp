@@ -247,6 +247,10 @@ bool deepspeed_bf16_optimizer(const Plan& plan) {
            (p.sharding == Sharding::none || p.sharding == Sharding::zero1) && p.offload == Offload::none;
 }
 
+bool optimizer_sharded(const Plan& plan) {
+    return plan.parallel.sharding != Sharding::none || deepspeed_bf16_optimizer(plan);
+}
+
 bool per_tensor_fp16_optimizer(const Plan& plan) {
     return plan.parallel.optimizer_per_tensor && plan.parallel.sharding == Sharding::none &&
            plan.precision == Precision::fp16;
@@ -290,7 +294,7 @@ double optimizer_shard_degree(const Plan& plan) {
     const auto& p = plan.parallel;
     const int dp_group = p.dp * p.cp;
     const int gpn_tp = std::max(1, plan.cluster.gpus_per_node / p.tp);
-    if (p.sharding == Sharding::none && !deepspeed_bf16_optimizer(plan)) return 1.0;
+    if (!optimizer_sharded(plan)) return 1.0;
     return p.sharding == Sharding::hsdp ? std::min(dp_group, gpn_tp) : dp_group;
 }
 

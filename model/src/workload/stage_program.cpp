@@ -69,12 +69,9 @@ StageProgram Builder::build_stage(int stage) {
         return -1;
     };
 
-    // DeepSpeed's BF16_Optimizer shards its own optimizer state and gathers the updated weights,
-    // also with ZeRO stage 0 (deepspeed_bf16_optimizer).
-    const bool bf16_opt = deepspeed_bf16_optimizer(plan_);
-    const bool sharded_opt = p_.sharding == Sharding::dist_opt || p_.sharding == Sharding::zero1 ||
-                             p_.sharding == Sharding::zero2 || bf16_opt ||
-                             (p_.sharding != Sharding::none && !per_layer_sharding());
+    // A sharded optimizer (distributed optimizer, ZeRO-1/2, DeepSpeed's BF16_Optimizer even at
+    // ZeRO stage 0) gathers the updated weights; ZeRO-3 / FSDP gather per unit instead.
+    const bool sharded_opt = optimizer_sharded(plan_) && !per_layer_sharding();
     // Parameter all-gathers of the distributed optimizer (for this step, issued at its start).
     std::vector<std::uint32_t> bucket_gather(buckets.size(), kNone);
     if (sharded_opt && dp_group > 1) {
@@ -360,8 +357,7 @@ StageProgram Builder::build_stage(int stage) {
     const bool bf16_state = p_.optimizer_state == OptimizerState::bf16;
     const double update_bytes =
         p_.fused_optimizer ? (bf16_state ? 10.0 + 8.0 : 16.0 + 14.0) : (bf16_state ? 40.0 : 80.0);
-    const bool shards_optimizer = p_.sharding != Sharding::none || bf16_opt;
-    const double opt_shard = shards_optimizer ? (per_layer_sharding() ? shard : dp_group) : 1.0;
+    const double opt_shard = optimizer_sharded(plan_) ? (per_layer_sharding() ? shard : dp_group) : 1.0;
     const double shard_params = local_params / opt_shard;
     const double grad_buffer = per_layer_sharding() ? shard_params : local_params;
     for (auto d : dp_reduce_ops) st.pending.push_back(d);

@@ -62,6 +62,10 @@ struct MemoryBreakdown {
 // all-gathers the updated BF16 weights: ZeRO-1 of its own, whatever the configured stage.
 [[nodiscard]] bool deepspeed_bf16_optimizer(const Plan& plan);
 
+// Whether the optimizer state is sharded over the data-parallel ranks: any sharding, and
+// DeepSpeed's BF16_Optimizer under ZeRO stage 0 too.
+[[nodiscard]] bool optimizer_sharded(const Plan& plan);
+
 // The breakdown of one pipeline stage's ranks.
 [[nodiscard]] MemoryBreakdown stage_memory(const Plan& plan, int stage);
 
