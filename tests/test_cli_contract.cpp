@@ -188,6 +188,19 @@ TEST_CASE("prices: machine-months and commitment discounts", "[pricing]") {
     CHECK(sim::price_per_gpu_hour(p, 4) == Approx(5.0 * 0.85));
 }
 
+TEST_CASE("validate: a stated cluster that is not one exits 2 naming the option", "[cli][validate]") {
+    const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv";
+    REQUIRE(fs::exists(csv));
+    const auto neg = run_trainsim("validate '" + csv.string() + "' --nics-per-node -3", true);
+    CHECK(neg.rc == 2);
+    CHECK(neg.out.find("--nics-per-node") != std::string::npos);
+    const auto unit = run_trainsim("validate '" + csv.string() + "' --nic-rate 3furlongs", true);
+    CHECK(unit.rc == 2);
+    CHECK(unit.out.find("--nic-rate") != std::string::npos);
+    const auto ok = run_trainsim("validate '" + csv.string() + "' --json --row 2 --nics-per-node 4 --nic-rate 200Gbit/s");
+    CHECK(ok.rc == 0);
+}
+
 TEST_CASE("validate --json --row reports just those rows with the issue's fields and an unknown id exits 2",
           "[cli][contract][validate]") {
     const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv";

@@ -75,14 +75,15 @@ std::pair<std::string, std::string> dev_row(const std::string& id) {
 
 // Rows parsed from CSV lines under `header`, through a temporary file.
 std::vector<trainsim::model::ValidationRow> load_lines(const std::string& header,
-                                                       const std::vector<std::string>& lines) {
+                                                       const std::vector<std::string>& lines,
+                                                       const trainsim::model::ValidationCluster& cluster = {}) {
     const auto tmp = fs::temp_directory_path() / ("trainsim-validate-" + std::to_string(::getpid()) + ".csv");
     {
         std::ofstream out(tmp);
         out << header << "\n";
         for (const auto& l : lines) out << l << "\n";
     }
-    auto rows = trainsim::model::load_validation_csv(tmp, TRAINSIM_TEST_DATA_DIR);
+    auto rows = trainsim::model::load_validation_csv(tmp, TRAINSIM_TEST_DATA_DIR, cluster);
     fs::remove(tmp);
     return rows;
 }
@@ -95,6 +96,40 @@ std::string with_cell(const std::string& line, std::size_t index, const std::str
     return line.substr(0, begin) + value + line.substr(end);
 }
 } // namespace
+
+TEST_CASE("validate --nics-per-node / --nic-rate: a file's stated cluster replaces the profile's typical node",
+          "[validate]") {
+    // vTrain's multi-node runs: its configuration gives 800 Gb/s per node (inter_node_bandwidth
+    // 800, node_size 8), half a DGX A100's 8 x 200 Gb/s; the schema has no column for it.
+    const auto [header, line] = dev_row("2");
+    REQUIRE_FALSE(line.empty());
+    const auto typical = load_lines(header, {line});
+    REQUIRE(typical.size() == 1);
+    REQUIRE(typical[0].skip_reason.empty());
+    const auto hw = typical[0].plan.hardware;
+    CHECK(typical[0].plan.cluster.nics_per_node == hw.default_nics_per_node);
+    CHECK(typical[0].plan.cluster.nic_rate.value() == Approx(hw.default_nic_rate.value()));
+
+    trainsim::model::ValidationCluster stated;
+    stated.nics_per_node = 4;
+    stated.nic_rate = trainsim::model::Bandwidth(200e9 / 8);
+    const auto rows = load_lines(header, {line}, stated);
+    REQUIRE(rows.size() == 1);
+    REQUIRE(rows[0].skip_reason.empty());
+    CHECK(rows[0].plan.cluster.nics_per_node == 4);
+    CHECK(rows[0].plan.cluster.nic_rate.value() == Approx(25e9));
+    CHECK(rows[0].plan.cluster.gpus_per_node == typical[0].plan.cluster.gpus_per_node);  // not stated: the profile's
+    CHECK(std::any_of(rows[0].choices.begin(), rows[0].choices.end(),
+                      [](const std::string& c) { return c.find("as stated for the file") != std::string::npos; }));
+
+    // GPUs per node stated: the node count follows.
+    trainsim::model::ValidationCluster four;
+    four.gpus_per_node = 4;
+    const auto r4 = load_lines(header, {line}, four);
+    REQUIRE(r4.size() == 1);
+    CHECK(r4[0].plan.cluster.gpus_per_node == 4);
+    CHECK(r4[0].plan.cluster.nodes == 2 * typical[0].plan.cluster.nodes);
+}
 
 TEST_CASE("error statistics follow their definitions", "[validate]") {
     const auto s = trainsim::sim::error_stats({10.0, -20.0, 5.0, -5.0, 40.0});

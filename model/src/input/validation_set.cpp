@@ -101,7 +101,8 @@ std::optional<std::string> key_of_column(std::string_view column) {
 
 } // namespace
 
-std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file, const std::filesystem::path& data_dir) {
+std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file, const std::filesystem::path& data_dir,
+                                               const ValidationCluster& stated) {
     const std::string fname = file.string();
     std::istringstream in;
     {
@@ -353,7 +354,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             rows.push_back(std::move(r));
             continue;
         }
-        // Hardware and cluster: the profile's typical node (GPUs and NICs per node).
+        // Hardware and cluster: the node the caller states for the file, else the profile's typical
+        // node (GPUs and NICs per node).
         try {
             auto it = profiles.find(r.gpu);
             if (it == profiles.end()) it = profiles.emplace(r.gpu, resolve_profile(r.gpu, file.parent_path(), data_dir)).first;
@@ -368,13 +370,16 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             continue;
         }
         p.cluster.gpu = r.gpu;
-        p.cluster.gpus_per_node = std::min(gpus, p.hardware.default_gpus_per_node);
+        const int node_gpus = stated.gpus_per_node > 0 ? stated.gpus_per_node : p.hardware.default_gpus_per_node;
+        p.cluster.gpus_per_node = std::min(gpus, node_gpus);
         p.cluster.nodes = (gpus + p.cluster.gpus_per_node - 1) / p.cluster.gpus_per_node;
-        p.cluster.nics_per_node = p.hardware.default_nics_per_node;
-        p.cluster.nic_rate = p.hardware.default_nic_rate;
-        r.choices.push_back(fmt::format("cluster: {} nodes x {} GPUs, {} NICs x {} per node (profile's typical node)",
-                                        p.cluster.nodes, p.cluster.gpus_per_node, p.cluster.nics_per_node,
-                                        format_bandwidth(p.cluster.nic_rate)));
+        p.cluster.nics_per_node = stated.nics_per_node >= 0 ? stated.nics_per_node : p.hardware.default_nics_per_node;
+        p.cluster.nic_rate = stated.nic_rate ? *stated.nic_rate : p.hardware.default_nic_rate;
+        r.choices.push_back(fmt::format("cluster: {} nodes x {} GPUs, {} NICs x {} per node ({})", p.cluster.nodes,
+                                        p.cluster.gpus_per_node, p.cluster.nics_per_node,
+                                        format_bandwidth(p.cluster.nic_rate),
+                                        stated.stated() ? "as stated for the file; the rest from the profile's typical node"
+                                                        : "profile's typical node"));
         if (p.cluster.nodes * p.cluster.gpus_per_node != gpus) {
             r.skip_reason = fmt::format("{} GPUs do not fill whole nodes of {}", gpus, p.cluster.gpus_per_node);
         }

@@ -82,6 +82,14 @@ int run_cli(int argc, char** argv) {
     std::vector<std::string> val_rows;
     val->add_option("--row", val_rows,
                     "print the full simulation report of these row ids instead (with --json: their JSON report)");
+    int val_gpus_per_node = 0, val_nics_per_node = -1;
+    std::string val_nic_rate;
+    val->add_option("--gpus-per-node", val_gpus_per_node,
+                    "GPUs per node of the cluster the file's runs were measured on, where its source states it "
+                    "(default: each GPU profile's typical node)");
+    val->add_option("--nics-per-node", val_nics_per_node,
+                    "NICs per node of that cluster (default: each GPU profile's typical node)");
+    val->add_option("--nic-rate", val_nic_rate, "line rate per NIC of that cluster, e.g. 200Gbit/s (default: the profile's)");
     bool val_split = false;
     val->add_flag("--split-accumulation", val_split,
                   "also split the step time of rows that differ only in their global batch into a per-step and a "
@@ -234,7 +242,31 @@ int run_cli(int argc, char** argv) {
                 return kExitBadInput;
             }
         }
-        auto rows = model::load_validation_csv(val_file, data_dir(val_data));
+        model::ValidationCluster val_cluster;
+        {
+            std::vector<std::string> bad;
+            auto check_as_key = [&](const std::string& option, const std::string& key, const std::string& value) {
+                for (const auto& m : model::check_key_value(key, value)) bad.push_back(option + ": " + m);
+            };
+            if (val_gpus_per_node != 0) {
+                check_as_key("--gpus-per-node", "cluster.gpus_per_node", std::to_string(val_gpus_per_node));
+                val_cluster.gpus_per_node = val_gpus_per_node;
+            }
+            if (val_nics_per_node != -1) {
+                check_as_key("--nics-per-node", "cluster.nics_per_node", std::to_string(val_nics_per_node));
+                val_cluster.nics_per_node = val_nics_per_node;
+            }
+            if (!val_nic_rate.empty()) {
+                const auto before = bad.size();
+                check_as_key("--nic-rate", "cluster.nic_rate", val_nic_rate);
+                if (bad.size() == before) val_cluster.nic_rate = model::parse_bandwidth(val_nic_rate);
+            }
+            if (!bad.empty()) {
+                for (const auto& b : bad) std::cerr << "trainsim: validate: " << b << "\n";
+                return kExitBadInput;
+            }
+        }
+        auto rows = model::load_validation_csv(val_file, data_dir(val_data), val_cluster);
         for (const auto& id : val_rows) {
             if (std::none_of(rows.begin(), rows.end(), [&](const model::ValidationRow& r) { return r.id == id; })) {
                 std::cerr << fmt::format("trainsim: {}: --row {}: no row with this id\n", val_file, id);

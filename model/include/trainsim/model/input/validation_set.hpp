@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,21 @@ struct ValidationRow {
     std::string skip_reason;           // why the row cannot be simulated
 };
 
+// The cluster the file's runs were measured on, where its source states one and the schema has no
+// column for it (`trainsim validate --gpus-per-node / --nics-per-node / --nic-rate`). Unset fields
+// take the GPU profile's typical node. Applies to every row of the file.
+struct ValidationCluster {
+    int gpus_per_node = 0;              // 0: the profile's
+    int nics_per_node = -1;             // -1: the profile's
+    std::optional<Bandwidth> nic_rate;  // per NIC; empty: the profile's
+    [[nodiscard]] bool stated() const { return gpus_per_node > 0 || nics_per_node >= 0 || nic_rate.has_value(); }
+};
+
 // Reads the CSV (RFC 4180 quoting). A malformed file (missing column, unparsable number) throws
 // ScenarioError naming file:line and column; a row that is well-formed but cannot be simulated
 // (unknown GPU profile, layout that breaks a rule) is returned with skip_reason set.
 [[nodiscard]] std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file,
-                                                             const std::filesystem::path& data_dir);
+                                                             const std::filesystem::path& data_dir,
+                                                             const ValidationCluster& cluster = {});
 
 } // namespace trainsim::model
