@@ -508,7 +508,26 @@ AlgorithmCost CollectiveModel::cost(CollectiveOp op, const GroupPlacement& g, By
     const double ll_max = nn == 1 ? kLlMaxBwOneNode : nn == 2 ? kLlMaxBwTwoNodes : kLlMaxBwMoreNodes;
     const long long log_size = log2i(static_cast<long long>(bytes.value()) >> 6);
 
+    // NCCL picks the algorithm and protocol by its own tuner (src/graph/tuning.cc
+    // ncclTopoTuneModel), not by what runs fastest. On one or two nodes the tuner rates every
+    // algorithm at the intra-node bandwidth (`bw = nNodes <= 2 ? graphs[a]->bwIntra : bwInter`), and
+    // a tree's algorithm bandwidth at half its bus bandwidth (a ring's at nRanks / nsteps), so on two
+    // nodes it does not see that a tree moves half a ring's bytes through the NICs: it takes the
+    // ring for large buffers even where the tree would have run faster (sjeaugey, nccl-tests #196:
+    // the tree beyond the network limit is what NCCL_ALGO=Tree forces). The choice here follows
+    // the tuner's estimate on two nodes; the time is the physical model's for the choice.
+    const bool tuner_choice = nn == 2 && ppn >= 2 && !only;
+    double tuner_base = 0;
+    if (tuner_choice) {
+        GroupPlacement one = g;
+        one.size = static_cast<int>(ppn);
+        one.members_per_node = static_cast<int>(ppn);
+        one.nodes = 1;
+        tuner_base = solve(op, Algorithm::ring, one).busbw.value();
+    }
+
     AlgorithmCost best;
+    double best_rank = 0;
     bool have = false;
     for (const auto a : cands) {
         const auto s = solve(op, a, g);
@@ -526,7 +545,29 @@ AlgorithmCost CollectiveModel::cost(CollectiveOp op, const GroupPlacement& g, By
             double intra = kHwLat[cls][ai(a)][pi(p)] * s_intra;
             const double inter = kHwLat[2][ai(a)][pi(p)] * s_net;
             double lat_us = kBaseLat[ai(a)][pi(p)];
-            double bw = s.busbw.value();
+            // NCCL's refinements of a bus bandwidth for this algorithm and protocol.
+            auto refine = [&](double bw) {
+                switch (a) {
+                case Algorithm::ring:
+                    if (p == Protocol::ll)
+                        bw = std::min(ll_max,
+                                      bw * ((nn > 1 || op == CollectiveOp::all_reduce) ? 1.0 / 4.0 : 1.0 / 3.0));
+                    if (p == Protocol::ll128) bw *= ppn < 2 ? kRingLl128OnePerNode : kRingLl128;
+                    break;
+                case Algorithm::tree:
+                    // On 2 nodes a tree moves half the ring's bytes through the NICs and can beat
+                    // the network limit when NVLink sustains it (sjeaugey, nccl-tests #196; NVIDIA/nccl
+                    // #812); the flow solution has that. NCCL then derates trees by 0.92.
+                    bw *= kTreeBw;
+                    if (p == Protocol::ll) bw = std::min(bw / 3.8, ll_max);
+                    if (p == Protocol::ll128) bw *= nn == 1 ? 7.0 / 9.0 : 120.0 / 128.0;
+                    if (log_size < 23) bw *= kTreeCorrection[pi(p)][static_cast<std::size_t>(log_size)];
+                    break;
+                default: break;
+                }
+                return bw;
+            };
+            const double bw = refine(s.busbw.value());
             switch (a) {
             case Algorithm::ring: {
                 const int nsteps = op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
@@ -534,22 +575,9 @@ AlgorithmCost CollectiveModel::cost(CollectiveOp op, const GroupPlacement& g, By
                 ninter = std::min(ninter, nsteps);
                 if (nn > 1) intra = std::max(intra, kNetOverheadUs * (p == Protocol::simple ? 3.0 : 1.0));
                 lat_us += (nsteps - ninter) * intra + ninter * inter;
-                if (p == Protocol::ll)
-                    bw = std::min(ll_max, bw * ((nn > 1 || op == CollectiveOp::all_reduce) ? 1.0 / 4.0 : 1.0 / 3.0));
-                if (p == Protocol::ll128) bw *= ppn < 2 ? kRingLl128OnePerNode : kRingLl128;
                 break;
             }
-            case Algorithm::tree: {
-                lat_us += 2.0 * ((ppn - 1.0) * intra + log2i(nn) * inter);
-                // On 2 nodes a tree moves half the ring's bytes through the NICs and can beat the
-                // network limit when NVLink sustains it (sjeaugey, nccl-tests #196; NVIDIA/nccl #812);
-                // the flow solution has that. NCCL then derates trees by 0.92.
-                bw *= kTreeBw;
-                if (p == Protocol::ll) bw = std::min(bw / 3.8, ll_max);
-                if (p == Protocol::ll128) bw *= nn == 1 ? 7.0 / 9.0 : 120.0 / 128.0;
-                if (log_size < 23) bw *= kTreeCorrection[pi(p)][static_cast<std::size_t>(log_size)];
-                break;
-            }
+            case Algorithm::tree: lat_us += 2.0 * ((ppn - 1.0) * intra + log2i(nn) * inter); break;
             case Algorithm::nvls: lat_us = intra + (nn > 1 ? inter : 0.0); break;
             case Algorithm::nvls_tree: lat_us = intra + 2.0 * log2i(nn) * inter; break;
             case Algorithm::direct: {
@@ -565,8 +593,18 @@ AlgorithmCost CollectiveModel::cost(CollectiveOp op, const GroupPlacement& g, By
             if (!(bw > 0)) continue;
             const Time lat = Time::from_seconds(lat_us * 1e-6);
             const Time t = lat + Time::from_seconds(bus_bytes / bw);
-            if (!have || t < best.time) {
+            // The tuner's estimate (two nodes, ring and tree): the intra-node bandwidth refined
+            // alike; a tree's algorithm bandwidth is half its bus bandwidth.
+            double rank = t.seconds();
+            if (tuner_choice && (a == Algorithm::ring || a == Algorithm::tree)) {
+                const double est = refine(tuner_base);
+                if (!(est > 0)) continue;
+                rank = lat_us * 1e-6 +
+                       (a == Algorithm::tree ? bytes.value() / (0.5 * est) : bus_bytes / est);
+            }
+            if (!have || rank < best_rank) {
                 best = {a, p, lat, Bandwidth(bw), t};
+                best_rank = rank;
                 have = true;
             }
         }
