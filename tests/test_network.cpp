@@ -104,7 +104,7 @@ TEST_CASE("H100 PCIe pair over an NVLink bridge reaches ~116 GB/s busbw", "[netw
     CHECK(busbw(hw, n, CollectiveOp::all_reduce, kLarge) == Approx(116).epsilon(0.10));
 }
 
-TEST_CASE("2x DGX A100 (8x 200 Gb/s) all-reduce: NCCL's tuner takes the ring (~192 GB/s); a forced tree goes beyond the NICs", "[network][published][data]") {
+TEST_CASE("2x DGX A100 (8x 200 Gb/s) all-reduce: NCCL's tuner takes the ring (~192 GB/s), a forced tree goes beyond the NICs", "[network][published][data]") {
     // AddyLaddy (NVIDIA) in NVIDIA/nccl #812: "On an NVIDIA DGX-A100 system we have 8x200Gbit/s IB
     // cards and we measure 192GB/s AllReduce BusBW"; there and in nccl-tests #196 (sjeaugey) the
     // tree, forced with NCCL_ALGO=Tree, moves fewer bytes between two nodes and its busbw exceeds
