@@ -188,6 +188,24 @@ TEST_CASE("prices: machine-months and commitment discounts", "[pricing]") {
     CHECK(sim::price_per_gpu_hour(p, 4) == Approx(5.0 * 0.85));
 }
 
+TEST_CASE("collective on two nodes names NCCL's choice and what a forced tree would give", "[cli][network]") {
+    // 2 x DGX A100, 1 GiB: NCCL's tuner takes the NIC-bound ring (docs/network.md, "Which
+    // algorithm NCCL runs"); the tree, faster here, is what NCCL_ALGO=Tree would run.
+    const auto r = run_trainsim("collective --gpu a100-sxm-80gb --gpus 16 --size 1GiB");
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("algorithm  ring") != std::string::npos);
+    CHECK(r.out.find("NCCL_ALGO=Tree would take") != std::string::npos);
+    // Forced, the tree is what runs, and no note.
+    const auto forced = run_trainsim("collective --gpu a100-sxm-80gb --gpus 16 --size 1GiB --algo tree");
+    REQUIRE(forced.rc == 0);
+    CHECK(forced.out.find("algorithm  tree") != std::string::npos);
+    CHECK(forced.out.find("NCCL_ALGO=Tree") == std::string::npos);
+    // One node: NCCL's choice is the fastest, nothing to add.
+    const auto one = run_trainsim("collective --gpu a100-sxm-80gb --gpus 8 --size 1GiB");
+    REQUIRE(one.rc == 0);
+    CHECK(one.out.find("NCCL_ALGO=Tree") == std::string::npos);
+}
+
 TEST_CASE("validate: a stated cluster that is not one exits 2 naming the option", "[cli][validate]") {
     const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv";
     REQUIRE(fs::exists(csv));

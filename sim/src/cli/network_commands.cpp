@@ -159,6 +159,20 @@ int run_collective(const CollectiveArgs& a) {
     std::cout << fmt::format("  time       {}\n", model::format_time(t));
     std::cout << fmt::format("  algbw      {:.1f} GB/s\n", algbw / 1e9);
     std::cout << fmt::format("  busbw      {:.1f} GB/s\n", busbw / 1e9);
+    // On two nodes NCCL's tuner can pass over a faster tree (docs/network.md, "Which algorithm
+    // NCCL runs"): say what forcing it would give.
+    if (!algo && cluster.nodes == 2 && algorithm.starts_with("ring") && *op == model::CollectiveOp::all_reduce) {
+        try {
+            const auto tree = net.collectives().cost(*op, g, bytes, Algorithm::tree);
+            if (tree.time < t)
+                std::cout << fmt::format("  note       NCCL's tuner takes the ring here; NCCL_ALGO=Tree would take {} "
+                                         "(busbw {:.1f} GB/s)\n",
+                                         model::format_time(tree.time),
+                                         bytes.value() / tree.time.seconds() * bus_factor(*op, a.gpus) / 1e9);
+        } catch (const NetworkError&) {
+            // no tree for this group: nothing to add
+        }
+    }
     return kExitOk;
 }
 
