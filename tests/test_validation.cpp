@@ -56,8 +56,13 @@ constexpr double kMaxOtherHeldOutWorst = 68.0; // reached 72.1; 66.8 (OPT-175B, 
 // collectives and measured legacy host costs; 17.4 with Megatron-DeepSpeed's per-layer host wait;
 // 12.0 with the DGX A100 host CPU's speed (node.host_cpu_speed); 10.9 with the waits at each
 // micro-batch's edges and DeepSpeed's per-tensor FP16 optimizer; 10.5 with measured 2- and 4-GPU A100
-// all-reduces and autograd's gradient accumulation adds.
-constexpr double kMaxVtrainMape = 10.9;
+// all-reduces and autograd's gradient accumulation adds (10.5 with NCCL's algorithm choice on two
+// nodes).
+constexpr double kMaxVtrainMape = 10.6;
+// Its 41 multi-node runs on the cluster vTrain's configuration states (800 Gb/s per node:
+// `validate --nics-per-node 4 --nic-rate 200Gbit/s`): 13.0 with the tree on two nodes, 9.4 with
+// NCCL's tuner choice (the issue's target is 10%).
+constexpr double kMaxVtrainMultiStatedMape = 9.5;
 
 fs::path dev_set() {
     if (const char* env = std::getenv("TRAINSIM_VALIDATION_CSV"); env != nullptr && *env != '\0') return env;
@@ -346,6 +351,20 @@ TEST_CASE("vTrain's Megatron-DeepSpeed runs: every row simulated and fitting, MA
     }
     CHECK(rep.overall.n == 761);
     CHECK(rep.overall.mape <= kMaxVtrainMape);
+}
+
+TEST_CASE("vTrain's multi-node runs on their stated cluster: MAPE ratchet", "[validate][accuracy]") {
+    const auto file = dev_set().parent_path() / "vtrain-dev.csv";
+    REQUIRE(fs::exists(file));
+    trainsim::model::ValidationCluster stated;
+    stated.nics_per_node = 4;
+    stated.nic_rate = trainsim::model::Bandwidth(200e9 / 8);
+    auto rows = trainsim::model::load_validation_csv(file, TRAINSIM_TEST_DATA_DIR, stated);
+    std::erase_if(rows, [](const trainsim::model::ValidationRow& r) { return r.source_group != "vtrain_multi_node"; });
+    REQUIRE(rows.size() == 41);
+    const auto rep = trainsim::sim::validate_rows(rows, "", 2);
+    CHECK(rep.overall.n == 41);
+    CHECK(rep.overall.mape <= kMaxVtrainMultiStatedMape);
 }
 
 namespace {
