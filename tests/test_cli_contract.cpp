@@ -212,6 +212,11 @@ TEST_CASE("validate: a stated cluster that is not one exits 2 naming the option"
     const auto neg = run_trainsim("validate '" + csv.string() + "' --nics-per-node -3", true);
     CHECK(neg.rc == 2);
     CHECK(neg.out.find("--nics-per-node") != std::string::npos);
+    // An explicit value that happens to be the "unset" sentinel is checked too.
+    const auto sentinel = run_trainsim("validate '" + csv.string() + "' --nics-per-node -1", true);
+    CHECK(sentinel.rc == 2);
+    CHECK(sentinel.out.find("--nics-per-node") != std::string::npos);
+    CHECK(run_trainsim("validate '" + csv.string() + "' --gpus-per-node 0").rc == 2);
     const auto unit = run_trainsim("validate '" + csv.string() + "' --nic-rate 3furlongs", true);
     CHECK(unit.rc == 2);
     CHECK(unit.out.find("--nic-rate") != std::string::npos);

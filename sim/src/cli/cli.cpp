@@ -84,10 +84,10 @@ int run_cli(int argc, char** argv) {
                     "print the full simulation report of these row ids instead (with --json: their JSON report)");
     int val_gpus_per_node = 0, val_nics_per_node = -1;
     std::string val_nic_rate;
-    val->add_option("--gpus-per-node", val_gpus_per_node,
+    auto* val_gpn_opt = val->add_option("--gpus-per-node", val_gpus_per_node,
                     "GPUs per node of the cluster the file's runs were measured on, where its source states it "
                     "(default: each GPU profile's typical node)");
-    val->add_option("--nics-per-node", val_nics_per_node,
+    auto* val_nics_opt = val->add_option("--nics-per-node", val_nics_per_node,
                     "NICs per node of that cluster (default: each GPU profile's typical node)");
     val->add_option("--nic-rate", val_nic_rate, "line rate per NIC of that cluster, e.g. 200Gbit/s (default: the profile's)");
     bool val_split = false;
@@ -248,11 +248,12 @@ int run_cli(int argc, char** argv) {
             auto check_as_key = [&](const std::string& option, const std::string& key, const std::string& value) {
                 for (const auto& m : model::check_key_value(key, value)) bad.push_back(option + ": " + m);
             };
-            if (val_gpus_per_node != 0) {
+            // Given at all, checked: an explicit 0 or -1 is an error, not "the profile's".
+            if (val_gpn_opt->count() > 0) {
                 check_as_key("--gpus-per-node", "cluster.gpus_per_node", std::to_string(val_gpus_per_node));
                 val_cluster.gpus_per_node = val_gpus_per_node;
             }
-            if (val_nics_per_node != -1) {
+            if (val_nics_opt->count() > 0) {
                 check_as_key("--nics-per-node", "cluster.nics_per_node", std::to_string(val_nics_per_node));
                 val_cluster.nics_per_node = val_nics_per_node;
             }
