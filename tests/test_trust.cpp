@@ -303,6 +303,51 @@ TEST_CASE("a layout feature with fewer published runs than a band needs is flagg
     CHECK(sim::band_for(thin, test::small_plan(8, 1, 1, 16, 1)).out_of_domain.empty());
 }
 
+TEST_CASE("a plan using a layout feature gets a band spanning the published runs that used it", "[trust]") {
+    // 21 rows without CP at -10% ... +10% in 1% steps, and 12 CP rows of three sources at +20% ...
+    // +31%, all in the plan's regime. The CP rows' own band: type-7 quantiles of 20 ... 31%,
+    // p10 21.1% and p90 29.9%.
+    auto plan = test::small_plan(1, 1, 8, 16, 1);
+    plan.parallel.cp = 2;
+    plan.parallel.dp = 4;
+    std::vector<sim::ErrorSample> s;
+    for (int i = 0; i <= 20; ++i) {
+        auto x = sample("a", (i - 10) / 100.0, sim::regime_of(plan));
+        x.features = sim::features_of(plan);
+        x.features.cp = false;
+        s.push_back(x);
+    }
+    for (int i = 0; i < 12; ++i) {
+        auto x = sample(i < 4 ? "a" : i < 8 ? "b" : "c", (20 + i) / 100.0, sim::regime_of(plan));
+        x.features = sim::features_of(plan);
+        REQUIRE(x.features.cp);
+        s.push_back(x);
+    }
+    const auto m = sim::build_error_model(s);
+    const auto cp = std::find_if(m.bands.begin(), m.bands.end(), [](const auto& b) { return b.key == sim::kFeatureCp; });
+    REQUIRE(cp != m.bands.end());
+    CHECK(cp->rows == 12);
+    CHECK(cp->p10 == Approx(0.211));
+    CHECK(cp->p90 == Approx(0.299));
+    const auto own = std::find_if(m.bands.begin(), m.bands.end(),
+                                  [&](const auto& b) { return b.key == sim::regime_of(plan).key(); });
+    REQUIRE(own != m.bands.end());
+    REQUIRE(own->p90 < cp->p90);
+    const auto b = sim::band_for(m, plan);
+    CHECK(b.out_of_domain.empty());
+    // The regime's p10 and median stay; its p90 reaches the CP runs' p90.
+    CHECK(b.time_p10 == Approx(1.0 + own->p10));
+    CHECK(b.time_p50 == Approx(1.0 + own->p50));
+    CHECK(b.time_p90 == Approx(1.0 + cp->p90));
+    CHECK(b.basis.find("spans the 12 published runs with context parallelism") != std::string::npos);
+    // The same regime without CP keeps its own band.
+    plan.parallel.cp = 1;
+    plan.parallel.dp = 8;
+    const auto plain = sim::band_for(m, plan);
+    CHECK(plain.time_p90 == Approx(1.0 + own->p90));
+    CHECK(plain.basis.find("spans") == std::string::npos);
+}
+
 TEST_CASE("leave-file-out coverage judges each file with a table built from the other files only", "[trust][data]") {
     const fs::path data = fs::path(TRAINSIM_SOURCE_DIR) / "tests" / "data";
     std::vector<sim::PublishedFile> files;

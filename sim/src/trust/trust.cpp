@@ -145,14 +145,18 @@ ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
         std::map<std::string, std::vector<double>> by_source;
     };
     std::map<std::string, Acc> acc;
+    auto add = [&](const std::string& key, const ErrorSample& s) {
+        auto& a = acc[key];
+        a.errors.push_back(s.error);
+        if (s.held_out) a.held_out_errors.push_back(s.error);
+        a.held_out += s.held_out ? 1 : 0;
+        a.by_source[s.file + ":" + s.source].push_back(s.error);
+    };
     for (const auto& s : samples) {
-        for (int level = 0; level <= s.regime.levels(); ++level) {
-            auto& a = acc[s.regime.key(level)];
-            a.errors.push_back(s.error);
-            if (s.held_out) a.held_out_errors.push_back(s.error);
-            a.held_out += s.held_out ? 1 : 0;
-            a.by_source[s.file + ":" + s.source].push_back(s.error);
-        }
+        for (int level = 0; level <= s.regime.levels(); ++level) add(s.regime.key(level), s);
+        // The runs that used a layout feature, whatever their regime (band_for).
+        if (s.features.cp) add(kFeatureCp, s);
+        if (s.features.tp_across_nodes) add(kFeatureTpAcrossNodes, s);
     }
     for (auto& [key, a] : acc) {
         if (static_cast<int>(a.errors.size()) < kMinRegimeRows) continue;
@@ -178,7 +182,10 @@ ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
             medians.push_back(quantile(e, 0.5));
         }
         std::sort(medians.begin(), medians.end());
-        if (medians.size() >= 3) {
+        // A feature's band is not: its sources differ in framework, GPU and scale, which their
+        // regime bands (and their spread of sources) already stand for; it says how far runs
+        // using the feature read.
+        if (medians.size() >= 3 && !key.starts_with("feature:")) {
             lo = std::max(lo, b.p50 - quantile(medians, 0.1));
             hi = std::max(hi, quantile(medians, 0.9) - b.p50);
         }
@@ -299,6 +306,20 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
     const int dropped = std::max(0, 4 - level) + (r.host == "host-heavy" && level < 5 ? 1 : 0);
     const double fallback = std::pow(kFallbackWidening, dropped);
     band.basis = found->basis;
+    // A layout feature the regime's rows mostly lack (CP, TP across nodes): the band spans at
+    // least the errors of every published run that used it, around the regime's median.
+    const auto f = features_of(plan);
+    for (const auto& [used, key] : {std::pair{f.cp, kFeatureCp}, std::pair{f.tp_across_nodes, kFeatureTpAcrossNodes}}) {
+        if (!used) continue;
+        const auto fb = std::find_if(m.bands.begin(), m.bands.end(), [&](const RegimeBand& b) { return b.key == key; });
+        if (fb == m.bands.end()) continue;
+        const double flo = found->p50 - fb->p10, fhi = fb->p90 - found->p50;
+        if (flo <= lo && fhi <= hi) continue;
+        lo = std::max(lo, flo);
+        hi = std::max(hi, fhi);
+        band.basis += fmt::format("; spans the {} published runs with {} ({:+.1f}% to {:+.1f}%)", fb->rows,
+                                  key.substr(key.find(':') + 1), 100 * fb->p10, 100 * fb->p90);
+    }
     if (skipped > 0)
         band.basis += fmt::format("; looked up at '{}' ({} finer level(s) had under {} rows), {}", found->key, skipped,
                                   kMinRegimeRows,
@@ -306,7 +327,6 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
                                               : std::string("not widened (a GPU-bound plan)"));
 
     // Outside the evidence: each reason widens the band.
-    const auto f = features_of(plan);
     const auto& e = m.evidence;
     auto has = [](const std::vector<std::string>& v, const std::string& x) {
         return std::find(v.begin(), v.end(), x) != v.end();
