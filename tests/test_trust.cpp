@@ -303,10 +303,12 @@ TEST_CASE("a layout feature with fewer published runs than a band needs is flagg
     CHECK(sim::band_for(thin, test::small_plan(8, 1, 1, 16, 1)).out_of_domain.empty());
 }
 
-TEST_CASE("a plan using a layout feature gets a band spanning the published runs that used it", "[trust]") {
-    // 21 rows without CP at -10% ... +10% in 1% steps, and 12 CP rows of three sources at +20% ...
-    // +31%, all in the plan's regime. The CP rows' own band: type-7 quantiles of 20 ... 31%,
-    // p10 21.1% and p90 29.9%.
+TEST_CASE("a plan using a layout feature gets a band reaching the p10 / p90 of the runs that used it", "[trust]") {
+    // 21 rows without CP at -10% ... +10% in 1% steps, and 12 CP rows in the same regime: one of
+    // source "a" at -30%, six of "b" at +20 ... +25%, five of "c" at +26 ... +30%, all held out.
+    // The CP band takes the quantiles of the 12 CP rows without the sources' spread: type-7 p10
+    // 20.1% and p90 28.9%, where the sources' medians (-30, +22.5, +28%) would have put p10 at
+    // -19.5%.
     auto plan = test::small_plan(1, 1, 8, 16, 1);
     plan.parallel.cp = 2;
     plan.parallel.dp = 4;
@@ -318,34 +320,67 @@ TEST_CASE("a plan using a layout feature gets a band spanning the published runs
         s.push_back(x);
     }
     for (int i = 0; i < 12; ++i) {
-        auto x = sample(i < 4 ? "a" : i < 8 ? "b" : "c", (20 + i) / 100.0, sim::regime_of(plan));
+        const double e = i == 0 ? -0.30 : (19 + i) / 100.0;
+        auto x = sample(i == 0 ? "a" : i <= 6 ? "b" : "c", e, sim::regime_of(plan));
         x.features = sim::features_of(plan);
+        x.held_out = true;
         REQUIRE(x.features.cp);
         s.push_back(x);
     }
     const auto m = sim::build_error_model(s);
-    const auto cp = std::find_if(m.bands.begin(), m.bands.end(), [](const auto& b) { return b.key == sim::kFeatureCp; });
+    const auto cp =
+        std::find_if(m.bands.begin(), m.bands.end(), [](const auto& b) { return b.key == sim::kFeatureCp; });
     REQUIRE(cp != m.bands.end());
     CHECK(cp->rows == 12);
-    CHECK(cp->p10 == Approx(0.211));
-    CHECK(cp->p90 == Approx(0.299));
+    CHECK(cp->p10 == Approx(0.201));
+    CHECK(cp->p90 == Approx(0.289));
     const auto own = std::find_if(m.bands.begin(), m.bands.end(),
                                   [&](const auto& b) { return b.key == sim::regime_of(plan).key(); });
     REQUIRE(own != m.bands.end());
     REQUIRE(own->p90 < cp->p90);
+    REQUIRE(own->p10 < cp->p10);
     const auto b = sim::band_for(m, plan);
     CHECK(b.out_of_domain.empty());
     // The regime's p10 and median stay; its p90 reaches the CP runs' p90.
     CHECK(b.time_p10 == Approx(1.0 + own->p10));
     CHECK(b.time_p50 == Approx(1.0 + own->p50));
     CHECK(b.time_p90 == Approx(1.0 + cp->p90));
-    CHECK(b.basis.find("spans the 12 published runs with context parallelism") != std::string::npos);
+    CHECK(b.basis.find("p10 / p90 of the 12 published runs with context parallelism") != std::string::npos);
+    // The table written and read back gives the same band.
+    const auto back = sim::error_model_from_json(sim::error_model_json(m), "t.json");
+    CHECK(sim::band_for(back, plan).time_p90 == Approx(b.time_p90));
     // The same regime without CP keeps its own band.
     plan.parallel.cp = 1;
     plan.parallel.dp = 8;
     const auto plain = sim::band_for(m, plan);
     CHECK(plain.time_p90 == Approx(1.0 + own->p90));
-    CHECK(plain.basis.find("spans") == std::string::npos);
+    CHECK(plain.basis.find("published runs with") == std::string::npos);
+}
+
+TEST_CASE("a layout feature's band can widen the optimistic side too", "[trust]") {
+    // TP 16 over two 8-GPU nodes: 21 rows without it at -10% ... +10%, 12 with it at -40% ... -29%.
+    auto plan = test::small_plan(16, 1, 1, 16, 1);
+    REQUIRE(plan.cluster.gpus_per_node == 8);
+    std::vector<sim::ErrorSample> s;
+    for (int i = 0; i < 33; ++i) {
+        auto x = sample("a", i < 21 ? (i - 10) / 100.0 : (i - 61) / 100.0, sim::regime_of(plan));
+        x.features = sim::features_of(plan);
+        x.features.tp_across_nodes = i >= 21;
+        s.push_back(x);
+    }
+    const auto m = sim::build_error_model(s);
+    const auto tp =
+        std::find_if(m.bands.begin(), m.bands.end(), [](const auto& b) { return b.key == sim::kFeatureTpAcrossNodes; });
+    REQUIRE(tp != m.bands.end());
+    // Type-7 p10 of -40 ... -29%: -38.9%.
+    CHECK(tp->p10 == Approx(-0.389));
+    const auto own = std::find_if(m.bands.begin(), m.bands.end(),
+                                  [&](const auto& b) { return b.key == sim::regime_of(plan).key(); });
+    REQUIRE(own != m.bands.end());
+    const auto b = sim::band_for(m, plan);
+    CHECK(b.out_of_domain.empty()); // 12 runs: in the evidence
+    CHECK(b.time_p10 == Approx(1.0 + tp->p10));
+    CHECK(b.time_p90 == Approx(1.0 + own->p90));
 }
 
 TEST_CASE("leave-file-out coverage judges each file with a table built from the other files only", "[trust][data]") {

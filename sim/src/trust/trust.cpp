@@ -155,14 +155,18 @@ ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
     for (const auto& s : samples) {
         for (int level = 0; level <= s.regime.levels(); ++level) add(s.regime.key(level), s);
         // The runs that used a layout feature, whatever their regime (band_for).
-        if (s.features.cp) add(kFeatureCp, s);
-        if (s.features.tp_across_nodes) add(kFeatureTpAcrossNodes, s);
+        if (s.features.cp) add(std::string(kFeatureCp), s);
+        if (s.features.tp_across_nodes) add(std::string(kFeatureTpAcrossNodes), s);
     }
     for (auto& [key, a] : acc) {
         if (static_cast<int>(a.errors.size()) < kMinRegimeRows) continue;
+        const bool feature = key.starts_with(kFeaturePrefix);
         // Held-out rows where there are enough of them and they are at least half of the regime's
         // (else a few held-out rows would stand for many seen ones); otherwise every row, widened.
-        const bool held_out = a.held_out >= kMinRegimeRows && 2 * a.held_out >= static_cast<int>(a.errors.size());
+        // A feature's band takes every run that used it: it says how far they read, and held-out
+        // rows of one source would speak for the others.
+        const bool held_out =
+            !feature && a.held_out >= kMinRegimeRows && 2 * a.held_out >= static_cast<int>(a.errors.size());
         auto& errors = held_out ? a.held_out_errors : a.errors;
         std::sort(errors.begin(), errors.end());
         RegimeBand b;
@@ -185,15 +189,17 @@ ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
         // A feature's band is not: its sources differ in framework, GPU and scale, which their
         // regime bands (and their spread of sources) already stand for; it says how far runs
         // using the feature read.
-        if (medians.size() >= 3 && !key.starts_with("feature:")) {
+        if (medians.size() >= 3 && !feature) {
             lo = std::max(lo, b.p50 - quantile(medians, 0.1));
             hi = std::max(hi, quantile(medians, 0.9) - b.p50);
         }
         const double w = held_out ? 1.0 : kSeenWidening;
         b.p10 = b.p50 - w * lo;
         b.p90 = b.p50 + w * hi;
-        b.basis = held_out ? fmt::format("{} held-out rows of {} sources", a.held_out, b.sources)
-                           : fmt::format("{} seen rows of {} sources, widened x{}", b.rows, b.sources, kSeenWidening);
+        b.basis = feature    ? fmt::format("{} runs of {} sources that used it ({} held out), not widened", b.rows,
+                                           b.sources, a.held_out)
+                  : held_out ? fmt::format("{} held-out rows of {} sources", a.held_out, b.sources)
+                             : fmt::format("{} seen rows of {} sources, widened x{}", b.rows, b.sources, kSeenWidening);
         m.bands.push_back(std::move(b));
     }
     std::sort(m.bands.begin(), m.bands.end(), [](const auto& x, const auto& y) { return x.key < y.key; });
@@ -306,19 +312,20 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
     const int dropped = std::max(0, 4 - level) + (r.host == "host-heavy" && level < 5 ? 1 : 0);
     const double fallback = std::pow(kFallbackWidening, dropped);
     band.basis = found->basis;
-    // A layout feature the regime's rows mostly lack (CP, TP across nodes): the band spans at
-    // least the errors of every published run that used it, around the regime's median.
+    // A layout feature the regime's rows mostly lack (CP, TP across nodes): the band reaches at
+    // least the p10 / p90 of every published run that used it (around the regime's median; set
+    // below, after the widening and a calibration's narrowing, which is the GPU's part).
     const auto f = features_of(plan);
+    double floor_lo = 0, floor_hi = 0;
+    std::string floor_note;
     for (const auto& [used, key] : {std::pair{f.cp, kFeatureCp}, std::pair{f.tp_across_nodes, kFeatureTpAcrossNodes}}) {
         if (!used) continue;
         const auto fb = std::find_if(m.bands.begin(), m.bands.end(), [&](const RegimeBand& b) { return b.key == key; });
         if (fb == m.bands.end()) continue;
-        const double flo = found->p50 - fb->p10, fhi = fb->p90 - found->p50;
-        if (flo <= lo && fhi <= hi) continue;
-        lo = std::max(lo, flo);
-        hi = std::max(hi, fhi);
-        band.basis += fmt::format("; spans the {} published runs with {} ({:+.1f}% to {:+.1f}%)", fb->rows,
-                                  key.substr(key.find(':') + 1), 100 * fb->p10, 100 * fb->p90);
+        floor_lo = std::max(floor_lo, found->p50 - fb->p10);
+        floor_hi = std::max(floor_hi, fb->p90 - found->p50);
+        floor_note += fmt::format("; reaches the p10 / p90 of the {} published runs with {} ({:+.1f}% / {:+.1f}%)",
+                                  fb->rows, key.substr(kFeaturePrefix.size()), 100 * fb->p10, 100 * fb->p90);
     }
     if (skipped > 0)
         band.basis += fmt::format("; looked up at '{}' ({} finer level(s) had under {} rows), {}", found->key, skipped,
@@ -383,6 +390,11 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
                 "communication; {:.0f}% of the variance is between GPUs)",
                 100 * hw.compute_fit_residual, 100 * hw.comm_fit_residual, 100 * m.hardware_share);
         }
+    }
+    if (floor_lo > lo || floor_hi > hi) {
+        lo = std::max(lo, floor_lo);
+        hi = std::max(hi, floor_hi);
+        band.basis += floor_note;
     }
     // Errors are fractions of the measured throughput: the measured time is at least ~0 (a
     // band edge below -90% would claim a run 10x faster than predicted).

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainsim::sim {
@@ -106,11 +107,14 @@ struct ErrorModel {
 
 // Rows per regime below which the lookup falls back to the coarser key.
 inline constexpr int kMinRegimeRows = 12;
-// Bands of the published runs that used a layout feature, across regimes (keys beside the
-// regimes' in ErrorModel::bands; kept, like a regime's, with at least kMinRegimeRows rows). A plan
-// using the feature gets a band at least as wide as its band (band_for).
-inline const std::string kFeatureCp = "feature:context parallelism";
-inline const std::string kFeatureTpAcrossNodes = "feature:TP across nodes";
+// Bands of the published runs that used a layout feature, across regimes: keys beside the
+// regimes' in ErrorModel::bands, kept like a regime's with at least kMinRegimeRows rows, from all
+// of them (held out or not) and without the sources' spread. A plan using the feature has its
+// band reach at least the feature band's p10 / p90, after every other widening and narrowing
+// (band_for).
+inline constexpr std::string_view kFeaturePrefix = "feature:";
+inline constexpr std::string_view kFeatureCp = "feature:context parallelism";
+inline constexpr std::string_view kFeatureTpAcrossNodes = "feature:TP across nodes";
 
 [[nodiscard]] ErrorModel build_error_model(const std::vector<ErrorSample>& samples);
 [[nodiscard]] nlohmann::json error_model_json(const ErrorModel& m);
