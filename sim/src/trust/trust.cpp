@@ -88,6 +88,13 @@ PlanFeatures features_of(const model::Plan& plan) {
     return f;
 }
 
+std::vector<std::string_view> layout_feature_keys(const PlanFeatures& f) {
+    std::vector<std::string_view> keys;
+    if (f.cp) keys.push_back(kFeatureCp);
+    if (f.tp_across_nodes) keys.push_back(kFeatureTpAcrossNodes);
+    return keys;
+}
+
 ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
     ErrorModel m;
     m.rows = static_cast<int>(samples.size());
@@ -155,8 +162,7 @@ ErrorModel build_error_model(const std::vector<ErrorSample>& samples) {
     for (const auto& s : samples) {
         for (int level = 0; level <= s.regime.levels(); ++level) add(s.regime.key(level), s);
         // The runs that used a layout feature, whatever their regime (band_for).
-        if (s.features.cp) add(std::string(kFeatureCp), s);
-        if (s.features.tp_across_nodes) add(std::string(kFeatureTpAcrossNodes), s);
+        for (const auto key : layout_feature_keys(s.features)) add(std::string(key), s);
     }
     for (auto& [key, a] : acc) {
         if (static_cast<int>(a.errors.size()) < kMinRegimeRows) continue;
@@ -318,8 +324,7 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
     const auto f = features_of(plan);
     double floor_lo = 0, floor_hi = 0;
     std::string floor_note;
-    for (const auto& [used, key] : {std::pair{f.cp, kFeatureCp}, std::pair{f.tp_across_nodes, kFeatureTpAcrossNodes}}) {
-        if (!used) continue;
+    for (const auto key : layout_feature_keys(f)) {
         const auto fb = std::find_if(m.bands.begin(), m.bands.end(), [&](const RegimeBand& b) { return b.key == key; });
         if (fb == m.bands.end()) continue;
         floor_lo = std::max(floor_lo, found->p50 - fb->p10);

@@ -115,6 +115,8 @@ inline constexpr int kMinRegimeRows = 12;
 inline constexpr std::string_view kFeaturePrefix = "feature:";
 inline constexpr std::string_view kFeatureCp = "feature:context parallelism";
 inline constexpr std::string_view kFeatureTpAcrossNodes = "feature:TP across nodes";
+// The feature-band keys of the layout features a plan uses.
+[[nodiscard]] std::vector<std::string_view> layout_feature_keys(const PlanFeatures& f);
 
 [[nodiscard]] ErrorModel build_error_model(const std::vector<ErrorSample>& samples);
 [[nodiscard]] nlohmann::json error_model_json(const ErrorModel& m);
