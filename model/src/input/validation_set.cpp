@@ -101,8 +101,107 @@ std::optional<std::string> key_of_column(std::string_view column) {
 
 } // namespace
 
+std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& file) {
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) return {};
+    const std::string fname = file.string();
+    detail::Diags diags;
+    const auto text = detail::read_text(file, detail::Site{fname, 0, 0, ""}, diags);
+    if (!text) throw ScenarioError(std::move(diags));
+    const auto root = detail::parse_yaml(*text, fname, diags);
+    if (!root) throw ScenarioError(std::move(diags));
+    std::vector<SourceCluster> out;
+    if (!root->IsMap()) {
+        detail::report(diags, detail::site_at(fname, root->Mark(), ""),
+                       "expected a map with the key 'clusters', got " + detail::describe(*root));
+        throw ScenarioError(std::move(diags));
+    }
+    const YAML::Node* list = nullptr;
+    detail::Site list_site{fname, 1, 1, "clusters"};
+    const auto top = detail::fields_of(*root, fname, "", diags);
+    for (const auto& f : top) {
+        if (f.name == "clusters") {
+            list = &f.value;
+            list_site = f.value_site;
+        } else {
+            detail::report(diags, f.key_site, fmt::format("unknown key '{}'{}", f.name,
+                                                          detail::did_you_mean(f.name, {"clusters"})));
+        }
+    }
+    if (list == nullptr) detail::report(diags, list_site, "missing: the list of sources and their clusters");
+    else if (!list->IsSequence())
+        detail::report(diags, list_site, "expected a list of entries, got " + detail::describe(*list));
+    else {
+        static const std::vector<std::string> kKeys{"source", "gpus_per_node", "nics_per_node", "nic_rate", "stated"};
+        for (std::size_t i = 0; i < list->size(); ++i) {
+            const YAML::Node entry = (*list)[i];
+            const std::string prefix = fmt::format("clusters[{}]", i);
+            const auto at = detail::site_at(fname, entry.Mark(), prefix);
+            if (!entry.IsMap()) {
+                detail::report(diags, at, "expected a map (source, stated and the cluster's keys), got " +
+                                              detail::describe(entry));
+                continue;
+            }
+            SourceCluster c;
+            c.file = fname;
+            c.line = at.line;
+            bool has_source = false, has_stated = false;
+            for (const auto& f : detail::fields_of(entry, fname, prefix, diags)) {
+                // Each value is checked as the scenario key it stands for (same ranges, same words).
+                auto as_key = [&](const std::string& key) {
+                    if (!f.value.IsScalar()) return true;  // the typed reader says what is wrong
+                    const auto problems = check_key_value(key, f.value.Scalar());
+                    for (const auto& m : problems) detail::report(diags, f.value_site, m);
+                    return problems.empty();
+                };
+                if (f.name == "source") {
+                    if (auto v = detail::read_string(f.value, f.value_site, diags)) {
+                        c.source = *v;
+                        has_source = true;
+                    }
+                } else if (f.name == "stated") {
+                    if (auto v = detail::read_string(f.value, f.value_site, diags)) {
+                        c.stated = *v;
+                        has_stated = true;
+                    }
+                } else if (f.name == "gpus_per_node") {
+                    if (auto v = detail::read_int(f.value, f.value_site, 1, diags); v && as_key("cluster.gpus_per_node"))
+                        c.cluster.gpus_per_node = *v;
+                } else if (f.name == "nics_per_node") {
+                    if (auto v = detail::read_int(f.value, f.value_site, 0, diags); v && as_key("cluster.nics_per_node"))
+                        c.cluster.nics_per_node = *v;
+                } else if (f.name == "nic_rate") {
+                    if (auto v = detail::read_with_unit(f.value, f.value_site, "a bandwidth such as 200Gbit/s",
+                                                        parse_bandwidth, diags);
+                        v && as_key("cluster.nic_rate"))
+                        c.cluster.nic_rate = *v;
+                } else {
+                    detail::report(diags, f.key_site, fmt::format("unknown key '{}'{} (known: {})", f.name,
+                                                                  detail::did_you_mean(f.name, kKeys),
+                                                                  detail::join_list(kKeys)));
+                }
+            }
+            if (!has_source) detail::report(diags, at, "missing 'source': the prefix of the rows' source cell");
+            if (!has_stated)
+                detail::report(diags, at, "missing 'stated': where the source states its cluster (a fact without its "
+                                          "source is not taken)");
+            if (has_source && !c.cluster.stated())
+                detail::report(diags, at, "states nothing: give gpus_per_node, nics_per_node or nic_rate");
+            for (const auto& other : out)
+                if (has_source && other.source == c.source)
+                    detail::report(diags, at, fmt::format("source '{}' is already given at line {}", c.source,
+                                                          other.line));
+            out.push_back(std::move(c));
+        }
+    }
+    if (!diags.empty()) throw ScenarioError(std::move(diags));
+    return out;
+}
+
 std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file, const std::filesystem::path& data_dir,
                                                const ValidationCluster& stated) {
+    // What the sources state about their clusters; the command line's statement wins over it.
+    const auto source_clusters = load_source_clusters(data_dir / "validation" / "clusters.yaml");
     const std::string fname = file.string();
     std::istringstream in;
     {
@@ -370,16 +469,33 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             continue;
         }
         p.cluster.gpu = r.gpu;
-        const int node_gpus = stated.gpus_per_node > 0 ? stated.gpus_per_node : p.hardware.default_gpus_per_node;
+        // The node: what the command line states for the file, else what the row's source states
+        // (the longest matching prefix), else the profile's typical node; field by field.
+        const SourceCluster* from_source = nullptr;
+        for (const auto& c : source_clusters)
+            if (r.source.starts_with(c.source) && (from_source == nullptr || c.source.size() > from_source->source.size()))
+                from_source = &c;
+        ValidationCluster node = from_source != nullptr ? from_source->cluster : ValidationCluster{};
+        if (stated.gpus_per_node > 0) node.gpus_per_node = stated.gpus_per_node;
+        if (stated.nics_per_node >= 0) node.nics_per_node = stated.nics_per_node;
+        if (stated.nic_rate) node.nic_rate = stated.nic_rate;
+        const int node_gpus = node.gpus_per_node > 0 ? node.gpus_per_node : p.hardware.default_gpus_per_node;
         p.cluster.gpus_per_node = std::min(gpus, node_gpus);
         p.cluster.nodes = (gpus + p.cluster.gpus_per_node - 1) / p.cluster.gpus_per_node;
-        p.cluster.nics_per_node = stated.nics_per_node >= 0 ? stated.nics_per_node : p.hardware.default_nics_per_node;
-        p.cluster.nic_rate = stated.nic_rate ? *stated.nic_rate : p.hardware.default_nic_rate;
+        p.cluster.nics_per_node = node.nics_per_node >= 0 ? node.nics_per_node : p.hardware.default_nics_per_node;
+        p.cluster.nic_rate = node.nic_rate ? *node.nic_rate : p.hardware.default_nic_rate;
+        std::string origin = "profile's typical node";
+        if (stated.stated() || from_source != nullptr) {
+            std::vector<std::string> by;
+            if (stated.stated()) by.emplace_back("as stated for the file on the command line");
+            if (from_source != nullptr)
+                by.push_back(fmt::format("as its source states it, {}:{}", from_source->file, from_source->line));
+            const bool whole = node.gpus_per_node > 0 && node.nics_per_node >= 0 && node.nic_rate.has_value();
+            origin = fmt::format("{}{}", fmt::join(by, "; then "), whole ? "" : "; the rest from the profile's typical node");
+        }
         r.choices.push_back(fmt::format("cluster: {} nodes x {} GPUs, {} NICs x {} per node ({})", p.cluster.nodes,
                                         p.cluster.gpus_per_node, p.cluster.nics_per_node,
-                                        format_bandwidth(p.cluster.nic_rate),
-                                        stated.stated() ? "as stated for the file; the rest from the profile's typical node"
-                                                        : "profile's typical node"));
+                                        format_bandwidth(p.cluster.nic_rate), origin));
         if (p.cluster.nodes * p.cluster.gpus_per_node != gpus) {
             r.skip_reason = fmt::format("{} GPUs do not fill whole nodes of {}", gpus, p.cluster.gpus_per_node);
         }

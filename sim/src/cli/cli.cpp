@@ -86,10 +86,12 @@ int run_cli(int argc, char** argv) {
     std::string val_nic_rate;
     auto* val_gpn_opt = val->add_option("--gpus-per-node", val_gpus_per_node,
                     "GPUs per node of the cluster the file's runs were measured on, where its source states it "
-                    "(default: each GPU profile's typical node)");
+                    "(default: what the row's source states in scenarios/validation/clusters.yaml, else each GPU "
+                    "profile's typical node)");
     auto* val_nics_opt = val->add_option("--nics-per-node", val_nics_per_node,
-                    "NICs per node of that cluster (default: each GPU profile's typical node)");
-    val->add_option("--nic-rate", val_nic_rate, "line rate per NIC of that cluster, e.g. 200Gbit/s (default: the profile's)");
+                    "NICs per node of that cluster (default: as for --gpus-per-node)");
+    val->add_option("--nic-rate", val_nic_rate,
+                    "line rate per NIC of that cluster, e.g. 200Gbit/s (default: as for --gpus-per-node)");
     bool val_split = false;
     val->add_flag("--split-accumulation", val_split,
                   "also split the step time of rows that differ only in their global batch into a per-step and a "

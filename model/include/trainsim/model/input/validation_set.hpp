@@ -50,6 +50,24 @@ struct ValidationCluster {
     [[nodiscard]] bool stated() const { return gpus_per_node > 0 || nics_per_node >= 0 || nic_rate.has_value(); }
 };
 
+// What one published source states about the cluster its runs were measured on, where the
+// validation schema has no column for it: an entry of scenarios/validation/clusters.yaml. It
+// applies to every row whose `source` cell begins with `source`; fields the command line states
+// (ValidationCluster passed to load_validation_csv) win over it. Only facts the source states, each
+// with where it states them; never an efficiency or anything read off the rows.
+struct SourceCluster {
+    std::string source;       // prefix of a row's `source` cell
+    ValidationCluster cluster;
+    std::string stated;       // where the source states it
+    std::string file;         // where the entry is written, for the choice shown per row
+    int line = 0;
+};
+
+// The entries of a clusters file (the file scenarios/validation/clusters.yaml under a data
+// folder). A file that does not exist has none; a malformed one throws ScenarioError naming the
+// file, line and key.
+[[nodiscard]] std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& file);
+
 // Reads the CSV (RFC 4180 quoting). A malformed file (missing column, unparsable number) throws
 // ScenarioError naming file:line and column; a row that is well-formed but cannot be simulated
 // (unknown GPU profile, layout that breaks a rule) is returned with skip_reason set.
