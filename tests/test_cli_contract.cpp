@@ -1,6 +1,7 @@
 // The trainsim executable as users' budgeting scripts see it: JSON field names, exit codes, and
 // the arithmetic that ties days, GPU-hours and money to the simulated throughput.
 #include "cli_runner.hpp"
+#include "scratch_dir.hpp"
 #include "trainsim/model/input/validation_set.hpp"
 #include "trainsim/sim/run/estimate.hpp"
 
@@ -221,7 +222,33 @@ TEST_CASE("validate: a stated cluster that is not one exits 2 naming the option"
     CHECK(unit.rc == 2);
     CHECK(unit.out.find("--nic-rate") != std::string::npos);
     const auto ok = run_trainsim("validate '" + csv.string() + "' --json --row 2 --nics-per-node 4 --nic-rate 200Gbit/s");
-    CHECK(ok.rc == 0);
+    REQUIRE(ok.rc == 0);
+    // Where each field of the node came from, per row: the command line's two, the profile's GPUs.
+    const auto origin = nlohmann::json::parse(ok.out).at("rows").at(0).at("cluster_origin");
+    CHECK(origin.at("nics_per_node") == "command line");
+    CHECK(origin.at("nic_rate") == "command line");
+    CHECK(origin.at("gpus_per_node") == "profile");
+}
+
+TEST_CASE("validate: a broken clusters file in the data folder exits 2 naming its file, line and key",
+          "[cli][validate]") {
+    const fs::path csv = fs::path(TRAINSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "published-dev.csv";
+    REQUIRE(fs::exists(csv));
+    trainsim::test::ScratchDir dir;
+    fs::copy(fs::path(TRAINSIM_SOURCE_DIR) / "scenarios", dir / "data", fs::copy_options::recursive);
+    {
+        std::ofstream out(dir / "data" / "validation" / "clusters.yaml");
+        out << "clusters:\n  - source: Narayanan\n    nic_rate: 200Gbit/s\n    stated: x\n    nics: 8\n";
+    }
+    const auto bad = run_trainsim("validate '" + csv.string() + "' --data-dir '" + (dir / "data").string() + "'", true);
+    CHECK(bad.rc == 2);
+    CHECK(bad.out.find("clusters.yaml:5:5: clusters[0].nics: unknown key 'nics'") != std::string::npos);
+    // Without the file the rows take the profile's node, and validate says so.
+    fs::remove(dir / "data" / "validation" / "clusters.yaml");
+    const auto none =
+        run_trainsim("validate '" + csv.string() + "' --row 2 --data-dir '" + (dir / "data").string() + "'", true);
+    CHECK(none.rc == 0);
+    CHECK(none.out.find("note: no ") != std::string::npos);
 }
 
 TEST_CASE("validate --json --row reports just those rows with the issue's fields and an unknown id exits 2",

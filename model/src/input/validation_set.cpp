@@ -132,11 +132,13 @@ std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& fil
     else if (!list->IsSequence())
         detail::report(diags, list_site, "expected a list of entries, got " + detail::describe(*list));
     else {
-        static const std::vector<std::string> kKeys{"source", "gpus_per_node", "nics_per_node", "nic_rate", "stated"};
+        static const std::vector<std::string> kKeys{"source",   "gpus_per_node", "nics_per_node",
+                                                    "nic_rate", "stated",        "assumed"};
         for (std::size_t i = 0; i < list->size(); ++i) {
             const YAML::Node entry = (*list)[i];
             const std::string prefix = fmt::format("clusters[{}]", i);
-            const auto at = detail::site_at(fname, entry.Mark(), prefix);
+            auto at = detail::site_at(fname, entry.Mark(), prefix);
+            if (at.line == 0) at = list_site;
             if (!entry.IsMap()) {
                 detail::report(diags, at, "expected a map (source, stated and the cluster's keys), got " +
                                               detail::describe(entry));
@@ -145,32 +147,48 @@ std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& fil
             SourceCluster c;
             c.file = fname;
             c.line = at.line;
-            bool has_source = false, has_stated = false;
+            // Whether each key was written at all (a wrong value is reported once, as wrong, not
+            // also as missing).
+            bool wrote_source = false, wrote_stated = false, wrote_node = false, source_ok = false;
             for (const auto& f : detail::fields_of(entry, fname, prefix, diags)) {
                 // Each value is checked as the scenario key it stands for (same ranges, same words).
                 auto as_key = [&](const std::string& key) {
-                    if (!f.value.IsScalar()) return true;  // the typed reader says what is wrong
                     const auto problems = check_key_value(key, f.value.Scalar());
                     for (const auto& m : problems) detail::report(diags, f.value_site, m);
                     return problems.empty();
                 };
                 if (f.name == "source") {
-                    if (auto v = detail::read_string(f.value, f.value_site, diags)) {
-                        c.source = *v;
-                        has_source = true;
+                    // One prefix, or a list of them (one source's tables at several commits).
+                    wrote_source = true;
+                    if (f.value.IsSequence()) {
+                        source_ok = f.value.size() > 0;
+                        if (!source_ok) detail::report(diags, f.value_site, "an empty list: give at least one prefix");
+                        for (std::size_t k = 0; k < f.value.size(); ++k) {
+                            auto item_at =
+                                detail::site_at(fname, f.value[k].Mark(), fmt::format("{}[{}]", f.key_site.key, k));
+                            if (item_at.line == 0) item_at = f.value_site;
+                            if (auto v = detail::read_string(f.value[k], item_at, diags)) c.sources.push_back(*v);
+                            else source_ok = false;
+                        }
+                    } else if (auto v = detail::read_string(f.value, f.value_site, diags)) {
+                        c.sources.push_back(*v);
+                        source_ok = true;
                     }
                 } else if (f.name == "stated") {
-                    if (auto v = detail::read_string(f.value, f.value_site, diags)) {
-                        c.stated = *v;
-                        has_stated = true;
-                    }
+                    wrote_stated = true;
+                    if (auto v = detail::read_string(f.value, f.value_site, diags)) c.stated = *v;
+                } else if (f.name == "assumed") {
+                    if (auto v = detail::read_string(f.value, f.value_site, diags)) c.assumed = *v;
                 } else if (f.name == "gpus_per_node") {
-                    if (auto v = detail::read_int(f.value, f.value_site, 1, diags); v && as_key("cluster.gpus_per_node"))
-                        c.cluster.gpus_per_node = *v;
+                    wrote_node = true;
+                    const auto v = detail::read_int(f.value, f.value_site, 1, diags);
+                    if (v && as_key("cluster.gpus_per_node")) c.cluster.gpus_per_node = *v;
                 } else if (f.name == "nics_per_node") {
-                    if (auto v = detail::read_int(f.value, f.value_site, 0, diags); v && as_key("cluster.nics_per_node"))
-                        c.cluster.nics_per_node = *v;
+                    wrote_node = true;
+                    const auto v = detail::read_int(f.value, f.value_site, 0, diags);
+                    if (v && as_key("cluster.nics_per_node")) c.cluster.nics_per_node = *v;
                 } else if (f.name == "nic_rate") {
+                    wrote_node = true;
                     if (auto v = detail::read_with_unit(f.value, f.value_site, "a bandwidth such as 200Gbit/s",
                                                         parse_bandwidth, diags);
                         v && as_key("cluster.nic_rate"))
@@ -181,16 +199,25 @@ std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& fil
                                                                   detail::join_list(kKeys)));
                 }
             }
-            if (!has_source) detail::report(diags, at, "missing 'source': the prefix of the rows' source cell");
-            if (!has_stated)
+            if (!wrote_source) detail::report(diags, at, "missing 'source': the prefix of the rows' source cell");
+            if (!wrote_stated)
                 detail::report(diags, at, "missing 'stated': where the source states its cluster (a fact without its "
                                           "source is not taken)");
-            if (has_source && !c.cluster.stated())
-                detail::report(diags, at, "states nothing: give gpus_per_node, nics_per_node or nic_rate");
-            for (const auto& other : out)
-                if (has_source && other.source == c.source)
-                    detail::report(diags, at, fmt::format("source '{}' is already given at line {}", c.source,
-                                                          other.line));
+            if (!wrote_node) detail::report(diags, at, "states nothing: give gpus_per_node, nics_per_node or nic_rate");
+            if (source_ok) {
+                for (std::size_t k = 0; k < c.sources.size(); ++k) {
+                    const auto& mine = c.sources[k];
+                    const auto twin = std::find_if(out.begin(), out.end(), [&](const SourceCluster& o) {
+                        return std::find(o.sources.begin(), o.sources.end(), mine) != o.sources.end();
+                    });
+                    if (twin != out.end())
+                        detail::report(diags, at,
+                                       fmt::format("source '{}' is already given at line {}", mine, twin->line));
+                    else if (std::find(c.sources.begin(), c.sources.begin() + static_cast<std::ptrdiff_t>(k), mine) !=
+                             c.sources.begin() + static_cast<std::ptrdiff_t>(k))
+                        detail::report(diags, at, fmt::format("source '{}' is listed twice", mine));
+                }
+            }
             out.push_back(std::move(c));
         }
     }
@@ -472,30 +499,52 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         // The node: what the command line states for the file, else what the row's source states
         // (the longest matching prefix), else the profile's typical node; field by field.
         const SourceCluster* from_source = nullptr;
+        std::size_t matched = 0;
         for (const auto& c : source_clusters)
-            if (r.source.starts_with(c.source) && (from_source == nullptr || c.source.size() > from_source->source.size()))
-                from_source = &c;
-        ValidationCluster node = from_source != nullptr ? from_source->cluster : ValidationCluster{};
-        if (stated.gpus_per_node > 0) node.gpus_per_node = stated.gpus_per_node;
-        if (stated.nics_per_node >= 0) node.nics_per_node = stated.nics_per_node;
-        if (stated.nic_rate) node.nic_rate = stated.nic_rate;
-        const int node_gpus = node.gpus_per_node > 0 ? node.gpus_per_node : p.hardware.default_gpus_per_node;
+            for (const auto& prefix : c.sources)
+                if (r.source.starts_with(prefix) && (from_source == nullptr || prefix.size() > matched)) {
+                    from_source = &c;
+                    matched = prefix.size();
+                }
+        const std::string source_at =
+            from_source != nullptr ? fmt::format("{}:{}", from_source->file, from_source->line) : std::string();
+        // Where one field comes from: "command line", the source's entry (file:line) or "profile".
+        auto origin = [&](bool on_command_line, bool in_entry) {
+            return on_command_line ? std::string(kFromCommandLine) : in_entry ? source_at : std::string(kFromProfile);
+        };
+        const ValidationCluster entry = from_source != nullptr ? from_source->cluster : ValidationCluster{};
+        r.cluster_origin.gpus_per_node = origin(stated.gpus_per_node > 0, entry.gpus_per_node > 0);
+        r.cluster_origin.nics_per_node = origin(stated.nics_per_node >= 0, entry.nics_per_node >= 0);
+        r.cluster_origin.nic_rate = origin(stated.nic_rate.has_value(), entry.nic_rate.has_value());
+        const int node_gpus = stated.gpus_per_node > 0  ? stated.gpus_per_node
+                              : entry.gpus_per_node > 0 ? entry.gpus_per_node
+                                                        : p.hardware.default_gpus_per_node;
         p.cluster.gpus_per_node = std::min(gpus, node_gpus);
         p.cluster.nodes = (gpus + p.cluster.gpus_per_node - 1) / p.cluster.gpus_per_node;
-        p.cluster.nics_per_node = node.nics_per_node >= 0 ? node.nics_per_node : p.hardware.default_nics_per_node;
-        p.cluster.nic_rate = node.nic_rate ? *node.nic_rate : p.hardware.default_nic_rate;
-        std::string origin = "profile's typical node";
-        if (stated.stated() || from_source != nullptr) {
-            std::vector<std::string> by;
-            if (stated.stated()) by.emplace_back("as stated for the file on the command line");
-            if (from_source != nullptr)
-                by.push_back(fmt::format("as its source states it, {}:{}", from_source->file, from_source->line));
-            const bool whole = node.gpus_per_node > 0 && node.nics_per_node >= 0 && node.nic_rate.has_value();
-            origin = fmt::format("{}{}", fmt::join(by, "; then "), whole ? "" : "; the rest from the profile's typical node");
+        p.cluster.nics_per_node = stated.nics_per_node >= 0  ? stated.nics_per_node
+                                  : entry.nics_per_node >= 0 ? entry.nics_per_node
+                                                             : p.hardware.default_nics_per_node;
+        p.cluster.nic_rate = stated.nic_rate ? *stated.nic_rate
+                             : entry.nic_rate ? *entry.nic_rate
+                                              : p.hardware.default_nic_rate;
+        // Said per origin, in the order command line, source, profile.
+        std::vector<std::string> said;
+        for (const auto& from : {std::string(kFromCommandLine), source_at, std::string(kFromProfile)}) {
+            std::vector<std::string> fields;
+            if (r.cluster_origin.gpus_per_node == from) fields.emplace_back("GPUs per node");
+            if (r.cluster_origin.nics_per_node == from) fields.emplace_back("NICs");
+            if (r.cluster_origin.nic_rate == from) fields.emplace_back("NIC rate");
+            if (fields.empty() || from.empty()) continue;
+            const auto what = fmt::format("{}", fmt::join(fields, ", "));
+            if (from == kFromCommandLine) said.push_back(what + " as stated for the file on the command line");
+            else if (from == kFromProfile) said.push_back(what + " from the profile's typical node");
+            else
+                said.push_back(fmt::format("{} as its source states it ({}{})", what, from,
+                                           from_source->assumed.empty() ? "" : "; assumed: " + from_source->assumed));
         }
         r.choices.push_back(fmt::format("cluster: {} nodes x {} GPUs, {} NICs x {} per node ({})", p.cluster.nodes,
                                         p.cluster.gpus_per_node, p.cluster.nics_per_node,
-                                        format_bandwidth(p.cluster.nic_rate), origin));
+                                        format_bandwidth(p.cluster.nic_rate), fmt::join(said, "; ")));
         if (p.cluster.nodes * p.cluster.gpus_per_node != gpus) {
             r.skip_reason = fmt::format("{} GPUs do not fill whole nodes of {}", gpus, p.cluster.gpus_per_node);
         }

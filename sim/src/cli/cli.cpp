@@ -269,6 +269,11 @@ int run_cli(int argc, char** argv) {
                 return kExitBadInput;
             }
         }
+        if (const auto clusters = data_dir(val_data) / "validation" / "clusters.yaml";
+            !fs::exists(clusters))
+            std::cerr << fmt::format("trainsim: validate: note: no {}: the rows' nodes are what the command line "
+                                     "states, else each GPU profile's typical node\n",
+                                     clusters.string());
         auto rows = model::load_validation_csv(val_file, data_dir(val_data), val_cluster);
         for (const auto& id : val_rows) {
             if (std::none_of(rows.begin(), rows.end(), [&](const model::ValidationRow& r) { return r.id == id; })) {

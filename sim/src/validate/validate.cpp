@@ -262,6 +262,7 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         r.source_group = row.source_group;
         r.kind = row.kind;
         r.choices = row.choices;
+        r.cluster_origin = row.cluster_origin;
         if (!row.skip_reason.empty()) {
             r.status = "skipped";
             r.reason = row.skip_reason;
@@ -451,7 +452,11 @@ nlohmann::json report_json(const ValidationReport& r) {
                          {"status", x.status},
                          {"measured_tokens_per_s_per_gpu", x.measured},
                          {"reason", x.reason},
-                         {"choices", x.choices}};
+                         {"choices", x.choices},
+                         {"cluster_origin",
+                          {{"gpus_per_node", x.cluster_origin.gpus_per_node},
+                           {"nics_per_node", x.cluster_origin.nics_per_node},
+                           {"nic_rate", x.cluster_origin.nic_rate}}}};
         if (x.status == "skipped") {
             j["predicted_tokens_per_s_per_gpu"] = nullptr;
             j["error_pct"] = nullptr;

@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainsim::model {
@@ -38,11 +39,20 @@ struct ValidationRow {
     bool vp_cell_blank = false;           // the vp cell itself (vp_blank also needs pp > 1)
     bool sharding_blank = false;          // taken from the framework
     std::string skip_reason;           // why the row cannot be simulated
+    // Where each of the cluster's node fields came from: kFromCommandLine, the source's entry in
+    // a clusters file ("file:line") or kFromProfile (the GPU profile's typical node).
+    struct ClusterOrigin {
+        std::string gpus_per_node, nics_per_node, nic_rate;
+    } cluster_origin;
 };
 
+inline constexpr std::string_view kFromCommandLine = "command line";
+inline constexpr std::string_view kFromProfile = "profile";
+
 // The cluster the file's runs were measured on, where its source states one and the schema has no
-// column for it (`trainsim validate --gpus-per-node / --nics-per-node / --nic-rate`). Unset fields
-// take the GPU profile's typical node. Applies to every row of the file.
+// column for it (`trainsim validate --gpus-per-node / --nics-per-node / --nic-rate`). Applies to
+// every row of the file; unset fields take the row's source's entry in the clusters file, if any,
+// else the GPU profile's typical node.
 struct ValidationCluster {
     int gpus_per_node = 0;              // 0: the profile's
     int nics_per_node = -1;             // -1: the profile's
@@ -52,13 +62,15 @@ struct ValidationCluster {
 
 // What one published source states about the cluster its runs were measured on, where the
 // validation schema has no column for it: an entry of scenarios/validation/clusters.yaml. It
-// applies to every row whose `source` cell begins with `source`; fields the command line states
-// (ValidationCluster passed to load_validation_csv) win over it. Only facts the source states, each
-// with where it states them; never an efficiency or anything read off the rows.
+// applies to every row whose `source` cell begins with one of `sources` (the longest prefix wins);
+// fields the command line states (the ValidationCluster passed to load_validation_csv) win over it.
+// Only facts the source states, each with where it states them; never an efficiency or anything
+// read off the rows.
 struct SourceCluster {
-    std::string source;       // prefix of a row's `source` cell
+    std::vector<std::string> sources;  // prefixes of a row's `source` cell
     ValidationCluster cluster;
     std::string stated;       // where the source states it
+    std::string assumed;      // what the entry adds to the statement (e.g. how a total splits into NICs)
     std::string file;         // where the entry is written, for the choice shown per row
     int line = 0;
 };

@@ -24,6 +24,9 @@ struct RowResult {
     std::string reason;
     std::string gpu, precision, source_group, kind;
     std::vector<std::string> choices;
+    // Where the node's GPUs, NICs and NIC rate came from (command line, a clusters file's entry,
+    // the profile).
+    model::ValidationRow::ClusterOrigin cluster_origin;
     // The simulated plan's regime and features (error model), and its band when one was given.
     Regime regime;
     PlanFeatures features;
