@@ -101,6 +101,10 @@ std::optional<std::string> key_of_column(std::string_view column) {
 
 } // namespace
 
+std::filesystem::path source_clusters_file(const std::filesystem::path& data_dir) {
+    return data_dir / "validation" / "clusters.yaml";
+}
+
 std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& file) {
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) return {};
@@ -134,6 +138,7 @@ std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& fil
     else {
         static const std::vector<std::string> kKeys{"source",   "gpus_per_node", "nics_per_node",
                                                     "nic_rate", "stated",        "assumed"};
+        std::map<std::string, std::pair<std::size_t, int>> first_of;  // each source prefix: its entry's index, line
         for (std::size_t i = 0; i < list->size(); ++i) {
             const YAML::Node entry = (*list)[i];
             const std::string prefix = fmt::format("clusters[{}]", i);
@@ -205,17 +210,14 @@ std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& fil
                                           "source is not taken)");
             if (!wrote_node) detail::report(diags, at, "states nothing: give gpus_per_node, nics_per_node or nic_rate");
             if (source_ok) {
-                for (std::size_t k = 0; k < c.sources.size(); ++k) {
-                    const auto& mine = c.sources[k];
-                    const auto twin = std::find_if(out.begin(), out.end(), [&](const SourceCluster& o) {
-                        return std::find(o.sources.begin(), o.sources.end(), mine) != o.sources.end();
-                    });
-                    if (twin != out.end())
-                        detail::report(diags, at,
-                                       fmt::format("source '{}' is already given at line {}", mine, twin->line));
-                    else if (std::find(c.sources.begin(), c.sources.begin() + static_cast<std::ptrdiff_t>(k), mine) !=
-                             c.sources.begin() + static_cast<std::ptrdiff_t>(k))
-                        detail::report(diags, at, fmt::format("source '{}' is listed twice", mine));
+                for (const auto& mine : c.sources) {
+                    const auto [first, fresh] = first_of.emplace(mine, std::pair{i, c.line});
+                    if (fresh) continue;
+                    detail::report(diags, at,
+                                   first->second.first == i
+                                       ? fmt::format("source '{}' is listed twice", mine)
+                                       : fmt::format("source '{}' is already given at line {}", mine,
+                                                     first->second.second));
                 }
             }
             out.push_back(std::move(c));
@@ -228,7 +230,7 @@ std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& fil
 std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file, const std::filesystem::path& data_dir,
                                                const ValidationCluster& stated) {
     // What the sources state about their clusters; the command line's statement wins over it.
-    const auto source_clusters = load_source_clusters(data_dir / "validation" / "clusters.yaml");
+    const auto source_clusters = load_source_clusters(source_clusters_file(data_dir));
     const std::string fname = file.string();
     std::istringstream in;
     {

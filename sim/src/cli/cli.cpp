@@ -269,8 +269,7 @@ int run_cli(int argc, char** argv) {
                 return kExitBadInput;
             }
         }
-        if (const auto clusters = data_dir(val_data) / "validation" / "clusters.yaml";
-            !fs::exists(clusters))
+        if (const auto clusters = model::source_clusters_file(data_dir(val_data)); !fs::exists(clusters))
             std::cerr << fmt::format("trainsim: validate: note: no {}: the rows' nodes are what the command line "
                                      "states, else each GPU profile's typical node\n",
                                      clusters.string());

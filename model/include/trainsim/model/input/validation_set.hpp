@@ -75,9 +75,11 @@ struct SourceCluster {
     int line = 0;
 };
 
-// The entries of a clusters file (the file scenarios/validation/clusters.yaml under a data
-// folder). A file that does not exist has none; a malformed one throws ScenarioError naming the
-// file, line and key.
+// Where a data folder keeps its clusters file (validation/clusters.yaml).
+[[nodiscard]] std::filesystem::path source_clusters_file(const std::filesystem::path& data_dir);
+
+// The entries of a clusters file (source_clusters_file of a data folder). A file that does not
+// exist has none; a malformed one throws ScenarioError naming the file, line and key.
 [[nodiscard]] std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& file);
 
 // Reads the CSV (RFC 4180 quoting). A malformed file (missing column, unparsable number) throws
