@@ -197,6 +197,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
              return x.has_value();
          }},
         string_key<B>("parallel.framework", [](B& b) -> std::string& { return b.plan.parallel.framework; }),
+        string_key<B>("parallel.stack", [](B& b) -> std::string& { return b.plan.parallel.stack; }),
         bool_key<B>("parallel.overlap_grad_reduce", [](B& b) -> bool& { return b.plan.parallel.overlap_grad_reduce; }),
         bool_key<B>("parallel.overlap_param_gather",
                     [](B& b) -> bool& { return b.plan.parallel.overlap_param_gather; }),

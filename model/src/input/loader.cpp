@@ -14,6 +14,7 @@
 
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/framework/framework_profile.hpp"
+#include "trainsim/model/input/stack_io.hpp"
 
 #include "input_support.hpp"
 #include "key_bindings.hpp"
@@ -88,6 +89,9 @@ struct Context {
     Bindings bindings;
     Diags warnings; // said, not fatal
     std::optional<HardwareProfile> override_profile;
+    std::shared_ptr<const StackProfile> override_stack;
+    // Stack profiles by parallel.stack as written, like `profiles`.
+    std::map<std::string, std::pair<std::shared_ptr<const StackProfile>, Diags>> stacks;
     // Profiles by cluster.gpu as written: the profile, or the problems found loading it (the first
     // problem is re-reported at each place that names the profile, the others once).
     std::map<std::string, std::pair<std::optional<HardwareProfile>, Diags>> profiles;
@@ -423,6 +427,7 @@ public:
         if (model) {
             if (hardware) b_.plan.hardware = *hardware;
             else bad_.insert("precision");  // cannot be judged without the GPU
+            if (hardware) apply_stack_profile();
             attach_layout_problems();
         }
         if (ctx_.out.size() != before || layout_problem_) return std::nullopt;
@@ -520,6 +525,36 @@ private:
             return std::nullopt;
         }
         return resolve_model(*w, ctx_);
+    }
+
+    // parallel.stack (or --stack): the plan's hardware as the stack runs it.
+    void apply_stack_profile() {
+        std::shared_ptr<const StackProfile> stack = ctx_.override_stack;
+        if (!stack) {
+            const Written* w = lookup("parallel.stack");
+            if (w == nullptr || bad_.contains("parallel.stack") || b_.plan.parallel.stack.empty()) return;
+            const std::string& path = b_.plan.parallel.stack;
+            auto cached = ctx_.stacks.find(path);
+            if (cached == ctx_.stacks.end()) {
+                std::pair<std::shared_ptr<const StackProfile>, Diags> entry;
+                const fs::path file = fs::path(path).is_absolute() ? fs::path(path) : ctx_.dir / path;
+                try {
+                    entry.first = std::make_shared<const StackProfile>(load_stack_profile(file));
+                } catch (const StackProfileError& e) {
+                    report(entry.second, w->value_site,
+                           fmt::format("stack profile '{}' ({}) has {} problem(s), listed with it", path, file.string(),
+                                       e.diagnostics().size()));
+                    entry.second.insert(entry.second.end(), e.diagnostics().begin(), e.diagnostics().end());
+                }
+                cached = ctx_.stacks.emplace(path, std::move(entry)).first;
+            }
+            for (const auto& d : cached->second.second) ctx_.out.push_back(d);
+            stack = cached->second.first;
+            if (!stack) return;
+        }
+        b_.plan.stack = stack;
+        b_.plan.parallel.stack = stack->source_file;
+        b_.plan.hardware = apply_stack(b_.plan.hardware, *stack);
     }
 
     std::optional<HardwareProfile> read_hardware() {
@@ -718,9 +753,11 @@ std::vector<std::string> check_key_value(const std::string& key, const std::stri
 
 Scenario load_scenario_text(const std::string& text, const std::string& name, const LoadOptions& opts) {
     Diags out;
-    Context ctx{name, fs::path(name).parent_path(), opts, out, Bindings{}, {}, std::nullopt, {}, {}};
+    Context ctx{name, fs::path(name).parent_path(), opts, out, Bindings{}, {}, std::nullopt, {}, {}, {}, {}};
     // A broken --profile is not this scenario's fault: its ProfileError propagates as it is.
     if (opts.profile_override) ctx.override_profile = load_profile(*opts.profile_override);
+    // Likewise a broken --stack: its StackProfileError propagates.
+    if (opts.stack_override) ctx.override_stack = std::make_shared<const StackProfile>(load_stack_profile(*opts.stack_override));
 
     Scenario sc;
     sc.file = name;

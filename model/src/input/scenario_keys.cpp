@@ -111,6 +111,10 @@ std::vector<KeySpec> make_table() {
             fmt::format("Framework whose behaviours fill the parallel.* properties not written ({}, optionally "
                         "-<release>, e.g. nemo-24.07, deepspeed-2021; docs/accuracy.md)",
                         fmt::join(framework_families(), ", "))),
+        key("parallel.stack", "string", "", "",
+            "Stack profile (YAML path, relative to the scenario) fitted on your own runs by `trainsim fit-stack`: "
+            "factors on the hardware profile's efficiencies and host costs as your software reaches them; "
+            "--stack on the command line replaces it (docs/calibration.md)"),
         key("parallel.overlap_grad_reduce", "bool", "", "true",
             "Data-parallel gradient reduction in buckets overlapped with backward"),
         key("parallel.overlap_param_gather", "bool", "", "true",

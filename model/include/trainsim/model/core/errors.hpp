@@ -46,4 +46,10 @@ public:
     explicit ProfileError(std::vector<Diagnostic> diags) : InputError("hardware profile", std::move(diags)) {}
 };
 
+// A missing or malformed stack profile (exit code 2).
+class StackProfileError : public InputError {
+public:
+    explicit StackProfileError(std::vector<Diagnostic> diags) : InputError("stack profile", std::move(diags)) {}
+};
+
 } // namespace trainsim::model

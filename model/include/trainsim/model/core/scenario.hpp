@@ -2,10 +2,12 @@
 #pragma once
 
 #include "trainsim/model/core/hardware_profile.hpp"
+#include "trainsim/model/core/stack_profile.hpp"
 #include "trainsim/model/core/units.hpp"
 
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -133,6 +135,9 @@ struct Parallel {
     // (model::framework_profile; the families are model::framework_families(), each optionally
     // "-<release>"). Empty: the properties' own defaults, a well-tuned Megatron-Core stack.
     std::string framework;
+    // The stack profile (a path, relative to the scenario) whose factors the plan's hardware profile
+    // runs at (stack_profile.hpp; `trainsim fit-stack` writes one). Empty: none.
+    std::string stack;
     bool overlap_grad_reduce = true;   // DP grad reduce in buckets during backward
     bool overlap_param_gather = true;  // dist-opt / ZeRO param all-gather overlapped with forward
     bool tp_comm_overlap = false;      // TP collectives overlapped with GEMMs (TE userbuffers)
@@ -363,7 +368,10 @@ struct Plan {
     Pricing pricing;
     RunSettings run;
     EnergySettings energy;
-    HardwareProfile hardware;  // resolved from cluster.gpu (or --profile)
+    HardwareProfile hardware;  // resolved from cluster.gpu (or --profile); with a stack, as the stack runs it
+    // The stack profile applied to `hardware` (parallel.stack or --stack; stack_profile.hpp), shared
+    // by the plans of a search; null: none (the hardware profile as it is).
+    std::shared_ptr<const StackProfile> stack;
     [[nodiscard]] int num_gpus() const { return cluster.num_gpus(); }
     [[nodiscard]] int grad_accum() const {
         return training.global_batch / (training.micro_batch * parallel.dp);

@@ -19,6 +19,9 @@ struct LoadOptions {
     std::filesystem::path data_dir;
     // When set, replaces every plan's cluster.gpu profile (trainsim simulate --profile).
     std::optional<std::filesystem::path> profile_override;
+    // When set, the stack profile every plan runs with, in place of its parallel.stack
+    // (trainsim simulate / compare / report / plan --stack).
+    std::optional<std::filesystem::path> stack_override;
 };
 
 // Throws ScenarioError (all problems) or ProfileError.
