@@ -190,6 +190,18 @@ void energy_fields(json& j, const model::Plan& plan, const RunEstimate& e) {
                                         : json(nullptr); // not simulated: unknown, as every energy field
 }
 
+// The stack profile a plan runs with (parallel.stack / --stack): its name, file and factors; null
+// without one.
+json stack_json(const model::Plan& plan) {
+    if (!plan.stack) return nullptr;
+    const auto& st = *plan.stack;
+    json factors = json::object();
+    for (const auto& spec : model::stack_param_specs())
+        factors[std::string(spec.name)] = st.factors[static_cast<std::size_t>(spec.param)];
+    return json{{"name", st.name}, {"file", st.source_file}, {"fitted", st.fitted}, {"runs", st.runs.size()},
+                {"factors", factors}};
+}
+
 json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
     const auto& p = plan.parallel;
     json j{{"name", e.name},
@@ -220,6 +232,7 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
            // Megatron-Core stack when none is written.
            {"assumed_stack", p.framework.empty() ? std::string("Megatron-Core defaults (no framework written)")
                                                  : model::framework_profile(p.framework).why},
+           {"stack_profile", stack_json(plan)},
            {"host_dispatch", model::to_string(p.host_dispatch)},
            {"host_cpu_speed", plan.hardware.host_cpu_speed},
            {"micro_batch", plan.training.micro_batch},
@@ -427,6 +440,12 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      fmt::format("gbs {} x mbs {} x seq {}", plan.training.global_batch, plan.training.micro_batch,
                                  plan.training.seq_len),
                      model::to_string(plan.parallel.sharding), model::recompute_label(plan));
+    if (plan.stack)
+        s += fmt::format("  stack profile: {} ({}; {}): the hardware profile's efficiencies and host costs as this "
+                         "stack reaches them\n",
+                         plan.stack->name, plan.stack->source_file.empty() ? "in memory" : plan.stack->source_file,
+                         plan.stack->fitted ? fmt::format("fitted on {} runs", plan.stack->runs.size())
+                                            : std::string("written by hand"));
     if (!plan.parallel.framework.empty())
         s += fmt::format("  framework: {} (its behaviours fill the properties the scenario does not write)\n",
                          plan.parallel.framework);

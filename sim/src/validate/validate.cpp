@@ -249,13 +249,15 @@ BandStats band_stats(const std::vector<const RowResult*>& rows) {
 }
 
 ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind, unsigned threads,
-                               const ErrorModel* bands, const std::function<void(std::size_t, std::size_t)>& progress) {
+                               const ErrorModel* bands, const std::function<void(std::size_t, std::size_t)>& progress,
+                               const RowHook& row_hook, const std::vector<std::string>& in_fit) {
     ValidationReport rep;
     rep.rows.resize(rows.size());
     auto one_row = [&](std::size_t i) {
         const auto& row = rows[i];
         RowResult& r = rep.rows[i];
         r.id = row.id;
+        r.in_fit = std::find(in_fit.begin(), in_fit.end(), row.id) != in_fit.end();
         r.measured = row.measured_tokens_per_s_per_gpu;
         r.gpu = row.gpu;
         r.precision = model::to_string(row.plan.precision);
@@ -336,6 +338,7 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
             r.predicted_p90 = r.predicted / b.time_p10;
             r.out_of_domain = b.out_of_domain;
         }
+        if (row_hook) row_hook(plan, e, r);
         if (!e.fits) {
             r.status = "does_not_fit";
             r.reason = fmt::format(
@@ -362,6 +365,10 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
             ++rep.skipped;
             continue;
         }
+        if (r.in_fit) {
+            ++rep.in_fit;
+            continue;
+        }
         if (r.status == "does_not_fit") ++rep.does_not_fit;
         all.push_back(r.error_pct);
         gp[r.gpu + " " + r.precision].push_back(r.error_pct);
@@ -372,7 +379,7 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
     if (bands != nullptr) {
         std::vector<const RowResult*> compared;
         for (const auto& r : rep.rows)
-            if (r.status != "skipped") compared.push_back(&r);
+            if (r.status != "skipped" && !r.in_fit) compared.push_back(&r);
         const auto b = band_stats(compared);
         rep.has_bands = b.rows > 0;
         rep.coverage = b.coverage;
@@ -415,7 +422,7 @@ std::vector<FileCoverage> cross_validate_bands(const std::vector<PublishedFile>&
         const auto rep = validate_rows(f.rows, "step", threads, &m);
         std::vector<const RowResult*> compared;
         for (const auto& r : rep.rows)
-            if (r.status != "skipped") compared.push_back(&r);
+            if (r.status != "skipped" && !r.in_fit) compared.push_back(&r);
         return band_stats(compared);
     };
     std::vector<FileCoverage> out;
@@ -450,6 +457,7 @@ nlohmann::json report_json(const ValidationReport& r) {
     for (const auto& x : r.rows) {
         nlohmann::json j{{"id", x.id},
                          {"status", x.status},
+                         {"in_fit", x.in_fit},
                          {"measured_tokens_per_s_per_gpu", x.measured},
                          {"reason", x.reason},
                          {"choices", x.choices},
@@ -480,6 +488,7 @@ nlohmann::json report_json(const ValidationReport& r) {
     nlohmann::json summary = stats_json(r.overall);
     summary["skipped"] = r.skipped;
     summary["does_not_fit"] = r.does_not_fit;
+    summary["in_fit"] = r.in_fit;
     for (const auto& [k, v] : r.by_gpu_precision) summary["by_gpu_precision"][k] = stats_json(v);
     for (const auto& [k, v] : r.by_source_group) summary["by_source_group"][k] = stats_json(v);
     for (const auto& [k, v] : r.by_kind) summary["by_kind"][k] = stats_json(v);
@@ -592,7 +601,7 @@ std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::strin
                               ->second);
     std::map<std::vector<GroupValue>, std::vector<const RowResult*>> groups;
     for (const auto& row : r.rows) {
-        if (row.status == "skipped") continue;
+        if (row.status == "skipped" || row.in_fit) continue;
         std::vector<GroupValue> values;
         for (auto* get : getters) values.push_back(get(row));
         groups[values].push_back(&row);
@@ -664,7 +673,7 @@ std::string report_text(const ValidationReport& r, bool verbose) {
         }
         s += fmt::format("{:>5}  {:<14} {:<22} {:>11.0f} {:>11.0f} {:>+7.1f}%  {}\n", x.id, x.status,
                          x.gpu + " " + x.precision, x.predicted, x.measured, x.error_pct,
-                         x.status == "does_not_fit" ? x.reason : "");
+                         x.status == "does_not_fit" ? x.reason : x.in_fit ? "in the fit (not in the summary)" : "");
         if (verbose)
             for (const auto& c : x.choices) s += fmt::format("{:>7}chose {}\n", "", c);
     }
@@ -678,6 +687,7 @@ std::string report_text(const ValidationReport& r, bool verbose) {
     s += "by kind:\n";
     for (const auto& [k, v] : r.by_kind) s += line(k, v);
     s += fmt::format("skipped {}, measured-but-does-not-fit (memory-model errors) {}\n", r.skipped, r.does_not_fit);
+    if (r.in_fit > 0) s += fmt::format("left out of the summary: {} rows the stack was fitted on\n", r.in_fit);
     if (r.has_bands)
         s += fmt::format(
             "80% bands (docs/trust.md): {:.0f}% of the compared rows inside their band; median width "

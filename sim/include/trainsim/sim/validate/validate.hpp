@@ -2,6 +2,7 @@
 #pragma once
 
 #include "trainsim/model/input/validation_set.hpp"
+#include "trainsim/sim/run/estimate.hpp"
 #include "trainsim/sim/step/executor.hpp"
 #include "trainsim/sim/trust/trust.hpp"
 
@@ -18,6 +19,9 @@ namespace trainsim::sim {
 struct RowResult {
     std::string id;
     std::string status;  // ok | skipped | does_not_fit
+    // The row is also one of the runs a stack was fitted on (validate --fit-on): compared and
+    // reported, but left out of every summary (it would judge the fit on its own data).
+    bool in_fit = false;
     double predicted = 0;  // tokens/s/GPU
     double measured = 0;
     double error_pct = 0;  // (predicted - measured) / measured * 100
@@ -59,6 +63,7 @@ struct ValidationReport {
     ErrorStats overall;
     std::map<std::string, ErrorStats> by_gpu_precision, by_source_group, by_kind;
     int skipped = 0, does_not_fit = 0;
+    int in_fit = 0; // compared rows left out of the summary: runs the stack was fitted on
     // With an error model: the share of compared rows whose measurement lies in their band, and
     // the band's median width (p90 / p10 of the predicted throughput, minus 1).
     bool has_bands = false;
@@ -76,9 +81,15 @@ struct ValidationReport {
 // With `bands`, each compared row also gets its band (predicted_p10 / _p90) and the report its
 // coverage.
 // `progress` (when set) is called serialised as rows finish: (done, total).
+// `row_hook` (when set) is called for every simulated row with its tuned plan and estimate, after
+// the row's band was set, and may replace the band (a fitted stack's band: stack/stack_fit.hpp).
+// Rows whose id is in `in_fit` are compared but left out of the summary.
+using RowHook = std::function<void(const model::Plan&, const RunEstimate&, RowResult&)>;
 [[nodiscard]] ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, const std::string& kind,
                                              unsigned threads, const ErrorModel* bands = nullptr,
-                                             const std::function<void(std::size_t, std::size_t)>& progress = {});
+                                             const std::function<void(std::size_t, std::size_t)>& progress = {},
+                                             const RowHook& row_hook = {},
+                                             const std::vector<std::string>& in_fit = {});
 // The step rows of one published file as error-model samples (trust.hpp): every compared row's
 // signed error with its regime and features.
 [[nodiscard]] std::vector<ErrorSample> error_samples(const std::vector<model::ValidationRow>& rows,
