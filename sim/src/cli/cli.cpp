@@ -2,6 +2,8 @@
 
 #include "commands.hpp"
 
+#include "trainsim/model/input/stack_io.hpp"
+
 #ifndef TRAINSIM_VERSION
 #define TRAINSIM_VERSION "unknown"
 #endif
@@ -97,6 +99,29 @@ int run_cli(int argc, char** argv) {
                   "also split the step time of rows that differ only in their global batch into a per-step and a "
                   "per-micro-batch part (least squares over grad_accum), measured and simulated");
 
+    std::string val_stack;
+    std::vector<std::string> val_fit_on;
+    auto* val_stack_opt = val->add_option("--stack", val_stack,
+                    "run every row with this stack profile (trainsim fit-stack); its fit gives the rows' bands");
+    val->add_option("--fit-on", val_fit_on,
+                    "fit a stack profile on these runs (CSV in the same schema) first and validate FILE with it; rows "
+                    "of FILE that are also runs (same id) are flagged in_fit and left out of the summary")
+        ->excludes(val_stack_opt);
+
+    FitStackArgs fit_args;
+    auto* fit_cmd = app.add_subcommand("fit-stack",
+                                       "fit a stack profile (your software stack's few physical factors) on measured "
+                                       "runs of your own trainer");
+    fit_cmd->add_option("RUNS", fit_args.files,
+                        "runs as CSV in the schema of shared/validation/README.md (trainsim-calibrate import run "
+                        "writes them from trainer logs)")
+        ->required();
+    fit_cmd->add_option("--out", fit_args.out, "write the stack profile (YAML) here, atomically");
+    fit_cmd->add_option("--name", fit_args.name, "the stack profile's name (default: --out's file name)");
+    fit_cmd->add_option("--data-dir", fit_args.data_dir, "folder with models/ and hardware/");
+    fit_cmd->add_flag("--force", fit_args.force, "replace an existing --out file");
+    fit_cmd->add_flag("--json", fit_args.json, "print the fit (parameters, uncertainties, runs) as JSON");
+
     auto* emc = app.add_subcommand("error-model",
                                    "run validate on published-measurement files and write the error-band table "
                                    "(docs/trust.md)");
@@ -116,6 +141,8 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("FILE", plan_args.file, "scenario YAML (its first plan gives model, training, GPU, pricing)");
     plan_cmd->add_option("--data-dir", plan_args.data_dir, "folder with models/ and hardware/");
     plan_cmd->add_option("--profile", plan_args.profile, "hardware profile YAML used instead of the scenario's");
+    plan_cmd->add_option("--stack", plan_args.stack,
+                         "stack profile YAML (trainsim fit-stack) the plans run with, in place of parallel.stack");
     plan_cmd->add_option("--model", plan_args.model, "model preset id (e.g. llama2-70b)");
     plan_cmd->add_option("--gpu", plan_args.gpu, "hardware profile id (e.g. h100-sxm)");
     plan_cmd->add_option("--gpus", plan_args.gpus, "GPU count(s) to search, e.g. 64 or 32,64")->delimiter(',');
@@ -182,6 +209,7 @@ int run_cli(int argc, char** argv) {
     if (*topo) return print_topology(topo_args, topo_fabric, topo_dot);
     if (*coll) return run_collective(coll_args);
     if (*plan_cmd) return run_plan_search(plan_args);
+    if (*fit_cmd) return run_fit_stack(fit_args, command_line(argc, argv));
     if (*emc) {
         std::vector<PublishedFile> files;
         auto load = [&](const std::string& file, bool held_out) {
@@ -274,6 +302,20 @@ int run_cli(int argc, char** argv) {
                                      "states, else each GPU profile's typical node\n",
                                      clusters.string());
         auto rows = model::load_validation_csv(val_file, data_dir(val_data), val_cluster);
+        // A stack profile: given (--stack), or fitted here on the runs (--fit-on).
+        std::shared_ptr<const model::StackProfile> stack;
+        std::optional<StackFitResult> fit;
+        std::vector<std::string> in_fit;
+        if (!val_fit_on.empty()) {
+            fit = fit_on_files(val_fit_on, val_data, fs::path(val_fit_on.front()).stem().string(),
+                               command_line(argc, argv));
+            for (const auto& run : fit->stack.runs) in_fit.push_back(run.id);
+            stack = std::make_shared<const model::StackProfile>(fit->stack);
+            if (!val_json && val_rows.empty()) std::cout << stack_fit_text(*fit) << "\n";
+        } else if (!val_stack.empty()) {
+            stack = std::make_shared<const model::StackProfile>(model::load_stack_profile(val_stack));
+        }
+        if (stack) apply_stack_to_rows(rows, stack);
         for (const auto& id : val_rows) {
             if (std::none_of(rows.begin(), rows.end(), [&](const model::ValidationRow& r) { return r.id == id; })) {
                 std::cerr << fmt::format("trainsim: {}: --row {}: no row with this id\n", val_file, id);
@@ -312,10 +354,13 @@ int run_cli(int argc, char** argv) {
         const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
         const auto em = load_error_model(data_dir(val_data));
         const bool bar = rows.size() >= kProgressFrom && isatty(STDERR_FILENO) != 0;
-        const auto rep =
-            validate_rows(rows, val_kind, threads, em ? &*em : nullptr, bar ? progress_bar("rows") : nullptr);
+        RowHook hook;
+        if (stack) hook = stack_band_hook(stack, em ? &*em : nullptr);
+        const auto rep = validate_rows(rows, val_kind, threads, em ? &*em : nullptr,
+                                       bar ? progress_bar("rows") : nullptr, hook, in_fit);
         if (val_json) {
             auto j = report_json(rep);
+            if (stack) j["stack"] = stack_fit_json(*stack);
             for (const auto& spec : val_by) j["summary"]["by"][spec] = groups_json(group_errors(rep, spec));
             if (val_split) j["summary"]["accumulation_split"] = accumulation_json(split_accumulation(rows, rep));
             std::cout << j.dump(2) << "\n";
@@ -323,6 +368,12 @@ int run_cli(int argc, char** argv) {
             std::cout << report_text(rep, val_verbose);
             for (const auto& spec : val_by) std::cout << groups_text(spec, group_errors(rep, spec));
             if (val_split) std::cout << accumulation_text(split_accumulation(rows, rep));
+        }
+        if (rep.overall.n == 0 && rep.in_fit > 0) {
+            std::cerr << fmt::format("trainsim: {}: every compared row is also a run of the fit (--fit-on): nothing "
+                                     "is left to judge it on\n",
+                                     val_file);
+            return kExitBadInput;
         }
         if (rep.overall.n == 0) {
             // A file with no row, or none that could be compared, measured nothing: not a 0% error.

@@ -24,6 +24,7 @@
 #include "trainsim/sim/trust/trust.hpp"
 #include "trainsim/sim/validate/accumulation_split.hpp"
 #include "trainsim/sim/validate/validate.hpp"
+#include "trainsim/sim/stack/stack_report.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -53,6 +54,7 @@ struct Common {
     std::string file;
     std::string data_dir;
     std::string profile;
+    std::string stack;  // --stack: a stack profile for every plan
     bool json = false;
     bool csv = false;
     bool all_ranks = false;
@@ -92,6 +94,7 @@ struct PlanArgs {
     std::string memory_headroom; // a fraction ("5%"); empty: kMemoryHeadroomFraction
     std::string data_dir;
     std::string profile;
+    std::string stack;  // --stack
     std::string model;
     std::string gpu;
     std::vector<int> gpus;
@@ -167,6 +170,21 @@ nlohmann::json frontier_json(const std::vector<CountBest>& frontier);
 void print_frontier_text(const std::vector<CountBest>& frontier, bool expected);
 
 int run_plan_search(const PlanArgs& a);
+
+// trainsim fit-stack
+struct FitStackArgs {
+    std::vector<std::string> files;
+    std::string out;
+    std::string name;
+    std::string data_dir;
+    bool force = false;
+    bool json = false;
+};
+std::string command_line(int argc, char** argv);
+// Fits a stack on the rows of `files` (validation schema); a file with no usable run is an input error.
+StackFitResult fit_on_files(const std::vector<std::string>& files, const std::string& data, const std::string& name,
+                            const std::string& fitted_with);
+int run_fit_stack(const FitStackArgs& a, const std::string& fitted_with);
 
 // A progress bar on standard error for `what` ("plans", "rows"), shown from kProgressFrom items.
 [[nodiscard]] std::function<void(std::size_t, std::size_t)> progress_bar(std::string what);

@@ -21,6 +21,7 @@ model::Plan plan_base(const PlanArgs& a) {
     model::LoadOptions opts;
     opts.data_dir = data_dir(a.data_dir);
     if (!a.profile.empty()) opts.profile_override = fs::path(a.profile);
+    if (!a.stack.empty()) opts.stack_override = fs::path(a.stack);
     if (!a.file.empty()) {
         if (!a.model.empty() || !a.gpu.empty() || a.tokens)
             plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");

@@ -34,7 +34,12 @@ std::optional<ErrorModel> load_error_model(const fs::path& dir) {
 }
 
 void attach_band(RunEstimate& e, const model::Plan& plan, const std::optional<ErrorModel>& em) {
-    if (em && e.fits && e.step) e.band = band_for(*em, plan, &*e.step);
+    if (!e.fits || !e.step) return;
+    std::optional<Band> band;
+    if (em) band = band_for(*em, plan, &*e.step);
+    // A fitted stack's band replaces the table's: it comes from the user's own runs.
+    if (plan.stack && plan.stack->fitted) band = band_with_stack(plan, *plan.stack, band);
+    if (band) e.band = *band;
 }
 
 
@@ -49,6 +54,8 @@ void add_common(CLI::App* cmd, Common& c) {
     cmd->add_option("--data-dir", c.data_dir, "folder with models/ and hardware/ (default: $TRAINSIM_DATA_DIR or the "
                                               "shipped scenarios/)");
     cmd->add_option("--profile", c.profile, "hardware profile YAML used for every plan (e.g. a calibrated one)");
+    cmd->add_option("--stack", c.stack,
+                    "stack profile YAML (trainsim fit-stack) every plan runs with, in place of parallel.stack");
     cmd->add_flag("--json", c.json, "print machine-readable JSON");
     cmd->add_flag("--all-ranks", c.all_ranks, "simulate every rank instead of one per pipeline stage (slower, same result)");
 }
@@ -80,6 +87,7 @@ model::Scenario load(const Common& c) {
     model::LoadOptions opts;
     opts.data_dir = data_dir(c.data_dir);
     if (!c.profile.empty()) opts.profile_override = fs::path(c.profile);
+    if (!c.stack.empty()) opts.stack_override = fs::path(c.stack);
     auto sc = model::load_scenario(c.file, opts);
     for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
     if (!c.profile.empty()) note_profile_override(c.profile, sc.plans.size());

@@ -1,0 +1,66 @@
+// trainsim fit-stack: a stack profile fitted on the user's own runs (docs/calibration.md
+// "Calibrating on your own runs").
+#include "commands.hpp"
+
+#include "trainsim/model/input/stack_io.hpp"
+#include "trainsim/sim/stack/stack_report.hpp"
+
+namespace trainsim::sim::cli {
+
+std::string command_line(int argc, char** argv) {
+    std::string s;
+    for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+    return s;
+}
+
+StackFitResult fit_on_files(const std::vector<std::string>& files, const std::string& data, const std::string& name,
+                            const std::string& fitted_with) {
+    std::vector<model::ValidationRow> runs;
+    for (const auto& f : files) {
+        auto rows = model::load_validation_csv(f, data_dir(data));
+        runs.insert(runs.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+    }
+    StackFitOptions opt;
+    opt.name = name;
+    opt.fitted_with = fitted_with;
+    opt.fitted_on = fmt::format("{}", fmt::join(files, ", "));
+    opt.threads = std::max(1u, std::thread::hardware_concurrency());
+    try {
+        return fit_stack(runs, opt);
+    } catch (const std::invalid_argument& e) {
+        throw model::ScenarioError({model::Diagnostic{files.front(), 0, 0, "", e.what()}});
+    }
+}
+
+int run_fit_stack(const FitStackArgs& a, const std::string& fitted_with) {
+    const std::string name = a.name.empty() ? fs::path(a.out.empty() ? a.files.front() : a.out).stem().string() : a.name;
+    if (!a.out.empty() && !a.force) {
+        std::error_code ec;
+        if (fs::exists(a.out, ec)) {
+            std::cerr << fmt::format("trainsim: fit-stack: --out {}: already exists; refusing to overwrite it (use "
+                                     "--force)\n",
+                                     a.out);
+            return kExitBadInput;
+        }
+    }
+    auto fit = fit_on_files(a.files, a.data_dir, name, fitted_with);
+    if (!a.out.empty()) {
+        fit.stack.source_file = a.out;
+        const std::string text = model::render_stack_profile(fit.stack);
+        // What is written must read back: checked before it replaces anything.
+        (void)model::load_stack_profile_text(text, a.out);
+        if (const auto note = write_file_atomically(a.out, "--out", [&](std::ostream& os) { os << text; }); !note.empty())
+            std::cerr << "trainsim: " << note << "\n";
+    }
+    if (a.json) std::cout << stack_fit_json(fit.stack).dump(2) << "\n";
+    else {
+        std::cout << stack_fit_text(fit);
+        if (!a.out.empty())
+            std::cout << fmt::format("wrote {}: use it with --stack {} (simulate, compare, report, plan, validate) or "
+                                     "parallel.stack in a scenario\n",
+                                     a.out, a.out);
+    }
+    return kExitOk;
+}
+
+} // namespace trainsim::sim::cli
