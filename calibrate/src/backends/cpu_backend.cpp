@@ -1,7 +1,7 @@
-#include "trainsim/calibrate/cpu_backend.hpp"
+#include "trainsim/calibrate/backends/cpu_backend.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/rendezvous.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/measure/rendezvous.hpp"
 
 #include "cpu_collectives.hpp"
 

@@ -1,7 +1,7 @@
 #include "mpi_bootstrap.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/rendezvous.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/measure/rendezvous.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>

@@ -13,7 +13,7 @@
 // directly); write_imported_samples is the only part that writes.
 #pragma once
 
-#include "trainsim/calibrate/sample.hpp"
+#include "trainsim/calibrate/samples/sample.hpp"
 #include "trainsim/model/core/errors.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,8 +1,8 @@
-#include "trainsim/calibrate/import.hpp"
+#include "trainsim/calibrate/import/import.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/measure.hpp"
-#include "trainsim/calibrate/rendezvous.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
+#include "trainsim/calibrate/measure/rendezvous.hpp"
 #include "trainsim/model/core/units.hpp"
 
 #include <fmt/format.h>

@@ -1,12 +1,12 @@
 // trainsim-calibrate: the only place that turns exceptions into messages and exit codes:
 // 0 ok, 1 internal error (including a CUDA / NCCL failure mid-run), 2 bad input, bad data or
 // no device.
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/cli.hpp"
+#include "trainsim/calibrate/cli/calibrate_cli.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
 #include "trainsim/model/core/errors.hpp"
 
 #ifdef TRAINSIM_HAVE_CUDA
-#include "trainsim/calibrate/cuda_backend.hpp"
+#include "trainsim/calibrate/backends/cuda_backend.hpp"
 #endif
 
 #include <exception>

@@ -1,6 +1,6 @@
-#include "trainsim/calibrate/rendezvous.hpp"
+#include "trainsim/calibrate/measure/rendezvous.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
 
 #include <fmt/format.h>
 

@@ -4,10 +4,10 @@
 // is unfused (Eigen GEMMs + softmax), and collectives run between std::threads over shared
 // memory with the ring / pairwise algorithms NCCL uses. It measures this host, not a GPU: its
 // numbers are for testing the pipeline end to end. Under mpirun (a build with MPI) its ranks are
-// the MPI processes instead and MPI carries the collectives (calibrate/src/mpi_bootstrap.hpp).
+// the MPI processes instead and MPI carries the collectives (calibrate/src/backends/mpi_bootstrap.hpp).
 #pragma once
 
-#include "trainsim/calibrate/backend.hpp"
+#include "trainsim/calibrate/measure/backend.hpp"
 
 #include <memory>
 

@@ -1,11 +1,11 @@
 // A calibration backend runs descriptors on one kind of hardware. Two ship: CUDA (cuBLASLt,
-// NCCL, hand-written kernels; calibrate/src/cuda_backend.cpp) and CPU (Eigen GEMMs, memory
+// NCCL, hand-written kernels; calibrate/src/backends/cuda_backend.cpp) and CPU (Eigen GEMMs, memory
 // loops, collectives between threads; cpu_backend.cpp) so that the whole pipeline runs in tests.
 // The one shared timing loop (time_op) drives both.
 #pragma once
 
-#include "trainsim/calibrate/descriptor.hpp"
-#include "trainsim/calibrate/sample.hpp"
+#include "trainsim/calibrate/core/descriptor.hpp"
+#include "trainsim/calibrate/samples/sample.hpp"
 
 #include <nlohmann/json.hpp>
 

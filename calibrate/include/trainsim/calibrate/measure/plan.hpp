@@ -5,7 +5,7 @@
 // sizes; collectives over sizes and group sizes (docs/calibration.md "What is measured").
 #pragma once
 
-#include "trainsim/calibrate/descriptor.hpp"
+#include "trainsim/calibrate/core/descriptor.hpp"
 
 #include <string>
 #include <vector>

@@ -1,10 +1,10 @@
 // The CUDA backend: plain C++ over trainsim::kernels (no CUDA headers here). Compiled into
 // trainsim_calibrate_cuda only when CUDA was found at configure time.
-#include "trainsim/calibrate/cuda_backend.hpp"
+#include "trainsim/calibrate/backends/cuda_backend.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/plan.hpp"
-#include "trainsim/calibrate/rendezvous.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/measure/plan.hpp"
+#include "trainsim/calibrate/measure/rendezvous.hpp"
 #include "trainsim/kernels/attention.hpp"
 #include "trainsim/kernels/gemm.hpp"
 #include "trainsim/kernels/gpu_device.hpp"

@@ -4,7 +4,7 @@
 // line being written; `--resume` drops such a torn last line and measures it again.
 #pragma once
 
-#include "trainsim/calibrate/descriptor.hpp"
+#include "trainsim/calibrate/core/descriptor.hpp"
 
 #include <cstddef>
 #include <cstdint>

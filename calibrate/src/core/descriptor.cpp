@@ -1,4 +1,4 @@
-#include "trainsim/calibrate/descriptor.hpp"
+#include "trainsim/calibrate/core/descriptor.hpp"
 
 #include <fmt/format.h>
 

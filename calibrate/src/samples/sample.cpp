@@ -1,6 +1,6 @@
-#include "trainsim/calibrate/sample.hpp"
+#include "trainsim/calibrate/samples/sample.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -1,18 +1,18 @@
-#include "trainsim/calibrate/cli.hpp"
+#include "trainsim/calibrate/cli/calibrate_cli.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/cpu_backend.hpp"
-#include "trainsim/calibrate/fit.hpp"
-#include "trainsim/calibrate/import.hpp"
-#include "trainsim/calibrate/measure.hpp"
-#include "trainsim/calibrate/plan.hpp"
-#include "trainsim/calibrate/rendezvous.hpp"
-#include "trainsim/calibrate/show.hpp"
+#include "trainsim/calibrate/backends/cpu_backend.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/fit/fit.hpp"
+#include "trainsim/calibrate/fit/show.hpp"
+#include "trainsim/calibrate/import/import.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
+#include "trainsim/calibrate/measure/plan.hpp"
+#include "trainsim/calibrate/measure/rendezvous.hpp"
 #include "trainsim/model/input/loader.hpp"
 
-#include "launcher.hpp"
+#include "measure/launcher.hpp"
 #ifdef TRAINSIM_HAVE_MPI
-#include "mpi_bootstrap.hpp"
+#include "backends/mpi_bootstrap.hpp"
 #endif
 
 #include <CLI/CLI.hpp>

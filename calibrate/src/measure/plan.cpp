@@ -1,6 +1,6 @@
-#include "trainsim/calibrate/plan.hpp"
+#include "trainsim/calibrate/measure/plan.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
 
 #include <fmt/format.h>
 

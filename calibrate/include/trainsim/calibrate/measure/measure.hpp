@@ -3,8 +3,8 @@
 // later sessions of the same directory: an existing file is never overwritten).
 #pragma once
 
-#include "trainsim/calibrate/backend.hpp"
-#include "trainsim/calibrate/descriptor.hpp"
+#include "trainsim/calibrate/core/descriptor.hpp"
+#include "trainsim/calibrate/measure/backend.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -4,7 +4,7 @@
 // collective, and per-sample times are reduced (max) across the group.
 #pragma once
 
-#include "trainsim/calibrate/backend.hpp"
+#include "trainsim/calibrate/measure/backend.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,8 +1,8 @@
 // The trainsim-calibrate command line: measure, fit, show. main() maps exceptions to exit codes.
 #pragma once
 
-#include "trainsim/calibrate/backend.hpp"
-#include "trainsim/calibrate/cuda_backend.hpp"
+#include "trainsim/calibrate/backends/cuda_backend.hpp"
+#include "trainsim/calibrate/measure/backend.hpp"
 
 #include <functional>
 #include <memory>

@@ -21,7 +21,7 @@
 // as a fraction of its time), so microsecond and second-long points count alike.
 #pragma once
 
-#include "trainsim/calibrate/sample.hpp"
+#include "trainsim/calibrate/samples/sample.hpp"
 #include "trainsim/model/core/hardware_profile.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
-#include "trainsim/calibrate/fit.hpp"
+#include "trainsim/calibrate/fit/fit.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,7 +1,7 @@
-#include "trainsim/calibrate/measure.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/rendezvous.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/measure/rendezvous.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "trainsim/calibrate/show.hpp"
+#include "trainsim/calibrate/fit/show.hpp"
 
 #include <fmt/format.h>
 

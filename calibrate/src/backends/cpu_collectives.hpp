@@ -5,7 +5,7 @@
 // A barrier separates ring steps, as the NCCL protocol's flags do.
 #pragma once
 
-#include "trainsim/calibrate/backend.hpp"
+#include "trainsim/calibrate/measure/backend.hpp"
 
 #include <atomic>
 #include <barrier>
