@@ -1,4 +1,4 @@
-// libFuzzer target: the importers' text parsers (calibrate/src/import/import.cpp): parse_nccl_tests_log
+// libFuzzer target: the importers' text parsers (calibrate/src/import/): parse_nccl_tests_log
 // (nccl-tests text logs) and parse_gemm_csv (GEMM sweeps), which take text, not a path. They
 // report bad input as problems and never throw: every exception is a finding. What they accept
 // must be samples fit accepts: a key that matches the fields, a positive finite time, and a line
