@@ -10,6 +10,7 @@
 #include "trainsim/calibrate/measure/rendezvous.hpp"
 #include "trainsim/model/input/loader.hpp"
 
+#include "calibrate_commands.hpp"
 #include "measure/launcher.hpp"
 #ifdef TRAINSIM_HAVE_MPI
 #include "backends/mpi_bootstrap.hpp"
@@ -682,7 +683,9 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
     show_cmd->add_flag("--json", show_json, "print JSON");
 
     ImportArgs im;
-    auto* import_cmd = app.add_subcommand("import", "turn other tools' measurements into DIR/samples.jsonl for fit");
+    auto* import_cmd = app.add_subcommand("import", "turn other tools' measurements into DIR/samples.jsonl for fit "
+                                                    "(nccl-tests, gemm), or a run of your own trainer into a "
+                                                    "validation CSV row (run)");
     import_cmd->require_subcommand(1);
     auto add_common = [&im](CLI::App* cmd) {
         cmd->add_option("--out", im.out, "run directory to write samples.jsonl (and run.json) into")->required();
@@ -702,6 +705,8 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
     auto* gemm_cmd = import_cmd->add_subcommand("gemm", "import a GEMM sweep CSV (m,n,k,dtype,time)");
     gemm_cmd->add_option("CSV", im.files, "CSV files with the header m,n,k,dtype,time")->required();
     add_common(gemm_cmd);
+    detail::RunImportArgs run_args;
+    auto* run_cmd = detail::add_import_run_command(*import_cmd, run_args);
 
     try {
         app.parse(argc, argv);
@@ -714,6 +719,7 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
     if (*fit_cmd) return run_fit(f);
     if (*nccl_cmd) return run_import_nccl(im, argc, argv);
     if (*gemm_cmd) return run_import_gemm(im, argc, argv);
+    if (*run_cmd) return detail::run_import_run(run_args, data_dir(run_args.data_dir));
     return run_show(show_file, show_vs, show_data, show_json);
 }
 
