@@ -508,5 +508,9 @@ TEST_CASE("import run refuses with exit 2 and file:line: a cut log, several plan
     r = run((dir / "fifo").string(), (dir / "run.yaml").string());
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("not a regular file"));
+    // A FIFO as the scenario: refused before the loader would wait on it.
+    r = run((dir / "cut.log").string(), (dir / "fifo").string());
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("fifo") && Contains("not a regular file"));
     CHECK_FALSE(fs::exists(out));
 }

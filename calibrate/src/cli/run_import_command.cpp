@@ -60,6 +60,13 @@ CLI::App* add_import_run_command(CLI::App& import_cmd, RunImportArgs& a) {
 int run_import_run(const RunImportArgs& a, const fs::path& data) {
     const auto format = trainer_format_of(a.format);
     if (!format) throw CalibrationInputError("--format", "unknown trainer format '" + a.format + "'");
+    // The loader reads with a stream: a FIFO or a device given as the scenario would block it.
+    std::error_code ec;
+    if (!fs::is_regular_file(a.scenario, ec))
+        throw CalibrationInputError(a.scenario, fs::exists(a.scenario, ec) ? "is not a regular file (a folder, FIFO "
+                                                                             "or device): pass the scenario YAML"
+                                                                           : "no such file");
+    if (a.id.find_first_of("\r\n") != std::string::npos) throw CalibrationInputError("--id", "a row id is one line");
     model::LoadOptions lo;
     lo.data_dir = data;
     const model::Scenario scenario = model::load_scenario(a.scenario, lo);

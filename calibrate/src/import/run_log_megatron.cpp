@@ -73,6 +73,9 @@ LineRead read_megatron_line(std::string_view line) {
         return r;
     }
     const std::string_view fields = line.substr(after);
+    // Both printers follow the counter with " |" and their fields; other text naming an iteration
+    // count is not a record.
+    if (!trim(fields).starts_with('|')) return r;
     const bool nemo = contains(line, "Training epoch");
     const std::string_view time_key = nemo ? "train_step_timing in s:" : "elapsed time per iteration (ms):";
     r.printer = nemo ? "NeMo 2 progress printer (train_step_timing in s)"

@@ -37,7 +37,10 @@ LineRead read_torchtitan_line(std::string_view line) {
     }
     const auto step_tokens = tokenize(line.substr(at + 5), 1);
     std::int64_t step = 0;
-    if (step_tokens.empty() || !parse_int(step_tokens.front().text, step) || step < 0) return r; // prose
+    // A record names its loss right after the step; other messages that say "step: N" are not one.
+    if (step_tokens.empty() || !parse_int(step_tokens.front().text, step) || step < 0 ||
+        !contains(line.substr(at), "loss:"))
+        return r;
     r.printer = "torchtitan metrics (tps: tokens per second per GPU)";
     const std::string_view rest = trim(line);
     r.closed = rest.ends_with('%') || rest.ends_with("N/A"); // the mfu field closes the line
