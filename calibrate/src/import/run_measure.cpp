@@ -84,7 +84,8 @@ void measure_whole_run(const RunLog& log, const model::Plan& plan, std::optional
     m.logged = m.steady = 1;
     m.tokens_per_s_per_gpu = samples_per_s * plan.training.seq_len / plan.num_gpus();
     m.median_step_s = m.p10_step_s = m.p90_step_s = gb / samples_per_s;
-    m.steady_steps = w.global_step > 0 ? w.global_step : std::llround(w.steps_per_s * w.runtime_s);
+    m.steady_steps = w.global_step > 0 ? w.global_step
+                                       : static_cast<std::int64_t>(std::min(w.steps_per_s * w.runtime_s + 0.5, 9e18));
     m.derivation = fmt::format(
         "whole-run average of the HF Trainer (speed_metrics): train_samples_per_second {} x train_runtime {} s = "
         "{:.0f} samples in {:.1f} s of training ({}); tokens/s/GPU = {:.4g} samples/s x seq_len {} / {} GPUs; "
