@@ -2,7 +2,7 @@
 // fit refusing to overwrite without --force, the JSON of fit and show.
 #include "test_calibrate_support.hpp"
 
-#include "trainsim/calibrate/measure.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

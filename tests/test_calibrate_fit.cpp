@@ -4,8 +4,8 @@
 // back through the model's loader.
 #include "test_calibrate_support.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/fit.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/fit/fit.hpp"
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/sim/cost/compute_cost.hpp"
 

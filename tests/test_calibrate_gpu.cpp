@@ -4,10 +4,10 @@
 // measured against the device's physics.
 #include "test_calibrate_support.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/cuda_backend.hpp"
-#include "trainsim/calibrate/measure.hpp"
-#include "trainsim/calibrate/plan.hpp"
+#include "trainsim/calibrate/backends/cuda_backend.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
+#include "trainsim/calibrate/measure/plan.hpp"
 #include "trainsim/kernels/gpu_device.hpp"
 #include "trainsim/kernels/memory_op.hpp"
 

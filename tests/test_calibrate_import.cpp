@@ -9,10 +9,10 @@
 // binary: exit codes, refusals that leave samples.jsonl as it was, --append, fit on the result.
 #include "test_calibrate_support.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/fit.hpp"
-#include "trainsim/calibrate/import.hpp"
-#include "trainsim/calibrate/measure.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/fit/fit.hpp"
+#include "trainsim/calibrate/import/import.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/model/workload/workload.hpp"
 #include "trainsim/sim/network/network.hpp"

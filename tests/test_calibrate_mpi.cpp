@@ -1,12 +1,12 @@
-// The MPI bootstrap of `trainsim-calibrate measure` (calibrate/src/mpi_bootstrap.cpp): two ranks
+// The MPI bootstrap of `trainsim-calibrate measure` (calibrate/src/backends/mpi_bootstrap.cpp): two ranks
 // started by mpirun meet through MPI (no file rendezvous), the CPU backend's collectives run
 // between the processes with MPI, and rank 0 alone writes the samples and run.json. Compiled and
 // registered only when CMake found MPI and mpiexec (tests/CMakeLists.txt), so that a build without
 // MPI never passes it silently.
 #include "test_calibrate_support.hpp"
 
-#include "trainsim/calibrate/measure.hpp"
-#include "trainsim/calibrate/sample.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
+#include "trainsim/calibrate/samples/sample.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

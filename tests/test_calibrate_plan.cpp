@@ -4,11 +4,11 @@
 #include "fixtures.hpp"
 #include "test_calibrate_support.hpp"
 
-#include "cpu_collectives.hpp"  // calibrate/src: the CPU backend's thread collectives
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/cpu_backend.hpp"
-#include "trainsim/calibrate/plan.hpp"
-#include "trainsim/calibrate/rendezvous.hpp"
+#include "backends/cpu_collectives.hpp"  // calibrate/src: the CPU backend's thread collectives
+#include "trainsim/calibrate/backends/cpu_backend.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/measure/plan.hpp"
+#include "trainsim/calibrate/measure/rendezvous.hpp"
 #include "trainsim/model/workload/workload.hpp"
 
 #include <catch2/catch.hpp>

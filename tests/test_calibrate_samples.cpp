@@ -3,9 +3,9 @@
 // above the device's peak, ...); resume bookkeeping; run.json never overwritten.
 #include "test_calibrate_support.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/fit.hpp"
-#include "trainsim/calibrate/measure.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/fit/fit.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
 #include "trainsim/model/input/loader.hpp"
 
 #include <catch2/catch.hpp>

@@ -3,8 +3,8 @@
 // measurement plan covers.
 #pragma once
 
-#include "trainsim/calibrate/descriptor.hpp"
-#include "trainsim/calibrate/sample.hpp"
+#include "trainsim/calibrate/core/descriptor.hpp"
+#include "trainsim/calibrate/samples/sample.hpp"
 #include "trainsim/model/core/scenario.hpp"
 #include "trainsim/model/input/loader.hpp"
 
@@ -133,7 +133,7 @@ inline calibrate::Descriptor collective_desc(const std::string& op, int group, d
     return d;
 }
 
-// The toy layer of the CPU backend's tiny plan (calibrate/src/plan.cpp kToy): simulating it with
+// The toy layer of the CPU backend's tiny plan (calibrate/src/measure/plan.cpp kToy): simulating it with
 // seq 128 x micro-batch 2 = 256 tokens at TP 1 hits the measured GEMM shapes exactly.
 inline model::ModelArch toy_model() {
     model::ModelArch m;

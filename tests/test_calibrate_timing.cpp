@@ -5,8 +5,8 @@
 // wait (kernels/src/wait_loop.hpp: it has no CUDA types, so its logic is tested here).
 #include "test_calibrate_support.hpp"
 
-#include "trainsim/calibrate/measure.hpp"
-#include "trainsim/calibrate/plan.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
+#include "trainsim/calibrate/measure/plan.hpp"
 
 #include "wait_loop.hpp"
 

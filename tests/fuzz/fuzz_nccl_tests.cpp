@@ -1,11 +1,11 @@
-// libFuzzer target: the importers' text parsers (calibrate/src/import.cpp): parse_nccl_tests_log
+// libFuzzer target: the importers' text parsers (calibrate/src/import/): parse_nccl_tests_log
 // (nccl-tests text logs) and parse_gemm_csv (GEMM sweeps), which take text, not a path. They
 // report bad input as problems and never throw: every exception is a finding. What they accept
 // must be samples fit accepts: a key that matches the fields, a positive finite time, and a line
 // that survives to_json_line / sample_from_json_text; and a file with a problem yields no sample.
 #include "fuzz_support.hpp"
 
-#include "trainsim/calibrate/import.hpp"
+#include "trainsim/calibrate/import/import.hpp"
 
 #include <cmath>
 #include <cstddef>

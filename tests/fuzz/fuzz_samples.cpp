@@ -1,11 +1,11 @@
-// libFuzzer target: the calibration samples.jsonl readers (calibrate/src/sample.cpp):
+// libFuzzer target: the calibration samples.jsonl readers (calibrate/src/samples/sample.cpp):
 // read_samples (strict, for fit) and completed_keys (for --resume, without repair: the input file
 // is never truncated). Documented error: SampleError for both. Every sample read_samples accepts
 // must survive to_json_line and sample_from_json_text to the same line.
 #include "fuzz_support.hpp"
 
-#include "trainsim/calibrate/calibrate_error.hpp"
-#include "trainsim/calibrate/sample.hpp"
+#include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/calibrate/samples/sample.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -6,7 +6,7 @@
 //   adam            Adam step: fp32 param, m, v updated in place from a bf16 gradient
 //   cast_transpose  bf16 [rows, row] -> fp8 e4m3 copy + its transpose + amax (TE's FP8 cast;
 //                   needs FP8 conversion hardware, sm >= 8.9)
-// Bytes moved per call are defined once, in trainsim/calibrate/descriptor.hpp.
+// Bytes moved per call are defined once, in trainsim/calibrate/core/descriptor.hpp.
 #pragma once
 
 #include "trainsim/kernels/gpu_device.hpp"

@@ -1,6 +1,6 @@
 // NCCL collectives, one process per GPU. The NCCL id is made by rank 0 (make_nccl_id) and
 // handed to the other ranks by the caller's bootstrap (MPI broadcast, or a file in a shared
-// directory: trainsim/calibrate/rendezvous.hpp); this layer only sees its 128 bytes.
+// directory: trainsim/calibrate/measure/rendezvous.hpp); this layer only sees its 128 bytes.
 #pragma once
 
 #include "trainsim/kernels/gpu_device.hpp"
