@@ -157,7 +157,7 @@ TEST_CASE("a stack profile reads back exactly as written, and bad ones name file
     CHECK(d.size() == 2);  // no version, no factors
 }
 
-TEST_CASE("fit-stack recovers the runs of a known stack; a single run frees one parameter; one node leaves the "
+TEST_CASE("fit-stack recovers the runs of a known stack, a single run frees one parameter, one node leaves the "
           "network across nodes at its prior",
           "[stack]") {
     using namespace trainsim;
@@ -262,7 +262,7 @@ TEST_CASE("validate with a fitted stack: rows that are runs of the fit are flagg
     CHECK(j["summary"]["in_fit"] == 1);
 }
 
-TEST_CASE("parallel.stack applies a stack profile to the plan's hardware; a broken one is named", "[stack][loader]") {
+TEST_CASE("parallel.stack applies a stack profile to the plan's hardware, and a broken one is named", "[stack][loader]") {
     using namespace trainsim;
     test::ScratchDir dir;
     {
@@ -319,7 +319,7 @@ Output run(const std::string& args) {
 }
 } // namespace
 
-TEST_CASE("trainsim fit-stack writes a profile --stack reads; validate --fit-on reports the fit and flags its runs",
+TEST_CASE("trainsim fit-stack writes a profile --stack reads, and validate --fit-on reports the fit and flags its runs",
           "[stack][cli]") {
     using namespace trainsim;
     test::ScratchDir dir;
