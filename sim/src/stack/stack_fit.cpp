@@ -244,23 +244,68 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
     // Projected Levenberg-Marquardt over the free parameters, one retuning of blank cells between
     // two passes (a blank micro-batch or recompute tuned at the stock profile may not be the one
     // the fitted stack prefers).
-    const auto k = static_cast<Eigen::Index>(free.size());
+    const auto k0 = static_cast<Eigen::Index>(free.size());
     Eigen::MatrixXd J;
+    std::array<bool, P> released{};
     // The scatter of the runs about the model: assumed for the first pass; for the second, what the
     // first pass left (the model's own error on these runs counts as scatter, so that factors are
     // not pushed far from their priors to chase what no factor explains) -- never below the assumed
     // one, and only where enough runs are left over the parameters to measure it.
     double sigma_fit = opt.sigma_log;
-    for (int pass = 0; pass < 2 && k > 0; ++pass) {
+    for (int pass = 0; pass < 2 && k0 > 0; ++pass) {
         if (pass == 1) {
             tune(runs, factors_of(u), opt.threads);
             r = fitter.residuals(u);
-            if (n - k >= kMinDofForScatter)
-                sigma_fit = std::clamp(std::sqrt(r.squaredNorm() / static_cast<double>(n - k)), opt.sigma_log, 0.5);
+            if (n - k0 >= kMinDofForScatter)
+                sigma_fit = std::clamp(std::sqrt(r.squaredNorm() / static_cast<double>(n - k0)), opt.sigma_log, 0.5);
         }
         res.iterations += minimise(fitter, free, sigma_fit, opt.max_iterations, u, r);
     }
-    if (k > 0) J = fitter.jacobian(u, r, free);
+    // A parameter the runs no longer feel at the optimum (another one took over what it stood for:
+    // a host-bound step does not care about GEMM speed) is not constrained by them, and its MAP
+    // value is its prior: it goes back there instead of keeping wherever the path left it. The
+    // others are fitted again without it.
+    if (!free.empty()) {
+        J = fitter.jacobian(u, r, free);
+        std::vector<std::size_t> kept;
+        for (std::size_t c = 0; c < free.size(); ++c) {
+            const std::size_t j = free[c];
+            const double info_here = J.col(static_cast<Eigen::Index>(c)).squaredNorm() / (sigma_fit * sigma_fit) * tau(j) * tau(j);
+            if (info_here >= kMinInformation) {
+                kept.push_back(j);
+                continue;
+            }
+            released[j] = true;
+        }
+        if (kept.size() != free.size()) {
+            // Taken only where the data cannot tell the two apart: the objective may rise by at most
+            // one (a chi-square unit) per parameter released; else the runs did depend on where
+            // the released ones were, and the fit stays as it was.
+            const Eigen::VectorXd u_before = u, r_before = r;
+            const auto free_before = free;
+            const double obj_before = objective(r, u, free, sigma_fit);
+            const auto released_before = released;
+            const std::size_t n_released = free.size() - kept.size();
+            Eigen::VectorXd u_try = u;
+            for (std::size_t j = 0; j < P; ++j)
+                if (released[j]) u_try(static_cast<Eigen::Index>(j)) = 0;
+            Eigen::VectorXd r_try = fitter.residuals(u_try);
+            res.iterations += minimise(fitter, kept, sigma_fit, opt.max_iterations, u_try, r_try);
+            if (objective(r_try, u_try, kept, sigma_fit) <= obj_before + static_cast<double>(n_released)) {
+                u = u_try;
+                r = r_try;
+                free = kept;
+            } else {
+                u = u_before;
+                r = r_before;
+                free = free_before;
+                released.fill(false);
+                (void)released_before;
+            }
+            if (!free.empty()) J = fitter.jacobian(u, r, free);
+        }
+    }
+    const auto k = static_cast<Eigen::Index>(free.size());
 
     // The uncertainty uses the scatter the fit used (the runs' own where they are enough to say it).
     const double sigma = sigma_fit;
@@ -327,6 +372,10 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
                 "{} ends at its bound {:.3g}: the runs want more than this parameter can physically give, so a "
                 "mechanism the model lacks is at work (look at what {} stands for in these runs)",
                 spec.name, s.factors[j], spec.scales));
+        else if (released[j])
+            s.notes.push_back(fmt::format("{}: the runs stopped constraining it once the others were fitted (the step no "
+                                          "longer depends on it there); back at its prior 1",
+                                          spec.name));
         else if (!is_free && info[j] < kMinInformation)
             s.notes.push_back(fmt::format("{}: not constrained by these runs (they barely exercise it); it keeps its "
                                           "prior 1 (sd {:.0f}% in log)",
