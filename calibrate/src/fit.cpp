@@ -217,6 +217,8 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
     p = base;
     p.provenance = model::Provenance::calibrated;
     p.id = opts.id.empty() ? base.id + ".calibrated" : opts.id;
+    // The shipped GPU it was fitted on, through a refit of a fit: its trust domain (docs/trust.md).
+    p.base = base.base.empty() ? base.id : base.base;
     p.name = opts.name.empty() ? base.name + " (calibrated)" : opts.name;
     p.source_file.clear();
     p.gemm_table.clear();

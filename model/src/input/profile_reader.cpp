@@ -45,6 +45,12 @@ public:
                                                        to_string(Provenance::calibrated)};
                 if (auto v = detail::read_enum(f.value, f.value_site, allowed, out_))
                     p_.provenance = *v == allowed[1] ? Provenance::calibrated : Provenance::datasheet_published;
+            } else if (f.name == "base") {
+                if (auto v = detail::read_string(f.value, f.value_site, out_)) {
+                    if (v->empty())
+                        report(out_, f.value_site, "is empty (the id of the profile this one was fitted on)");
+                    p_.base = *v;
+                }
             } else if (f.name == "calibrated") {
                 read_calibrated(f);
             } else {

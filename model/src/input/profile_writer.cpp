@@ -95,6 +95,7 @@ public:
         text_ = fmt::format("# Hardware profile (docs/formats.md section 3). Written by trainsim.\n"
                             "id: {}\nname: {}\nprovenance: {}\n",
                             quote(p_.id), quote(p_.name), to_string(p_.provenance));
+        if (!p_.base.empty()) text_ += fmt::format("base: {}\n", quote(p_.base));
         for (const auto& e : kEntries) write_entry(e);
         write_calibrated();
         return text_;

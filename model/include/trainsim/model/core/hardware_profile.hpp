@@ -88,6 +88,10 @@ struct HardwareProfile {
     std::string id;
     std::string name;
     Provenance provenance = Provenance::datasheet_published;
+    // The shipped profile a calibrated profile was fitted on (`trainsim-calibrate fit --base`), by
+    // id; empty for a profile that is not a fit. The error bands judge the plan by this GPU's
+    // published runs (docs/trust.md "Calibrated profiles"): a fitted node is that GPU, measured.
+    std::string base;
     std::string source_file;  // path the profile was read from (for reports)
 
     // --- compute ---
