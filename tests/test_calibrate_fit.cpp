@@ -7,6 +7,7 @@
 #include "trainsim/calibrate/calibrate_error.hpp"
 #include "trainsim/calibrate/fit.hpp"
 #include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/input/profile_io.hpp"
 #include "trainsim/sim/cost/compute_cost.hpp"
 #include "trainsim/sim/run/estimate.hpp"
 #include "trainsim/sim/trust/trust.hpp"
@@ -438,6 +439,10 @@ TEST_CASE("a profile fitted with --base h100-sxm gets a band no wider than h100-
     const auto back = model::load_profile(file);
     CHECK(back.id == "lab-node-7");
     CHECK(back.base == "h100-sxm");
+    // The datasheet figures the tables were measured on travel with them (calibrated.measured_on).
+    CHECK(back.measured_on == model::datasheet_fingerprint(h100()));
+    CHECK(back.measured_on.at("interconnect.nvlink_bandwidth") == "450 GB/s");
+    CHECK(back.warnings.empty());
     // A refit of the fit keeps the first base.
     CHECK(fit(file_of(synthetic_node()), back, opts).profile.base == "h100-sxm");
 

@@ -1,6 +1,7 @@
 #include "trainsim/calibrate/fit.hpp"
 
 #include "trainsim/calibrate/calibrate_error.hpp"
+#include "trainsim/model/input/profile_io.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -225,6 +226,9 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
     p.memory_curve.clear();
     p.collectives.clear();
     p.collective_times.clear();
+    // The datasheet figures the tables are measured on: a copy of this profile with an edited
+    // link rate or peak drops the tables that figure governs (docs/formats.md, issue #45).
+    p.measured_on = model::datasheet_fingerprint(base);
 
     rep.samples_file = file.path.string();
     rep.samples = file.samples.size();
