@@ -197,8 +197,8 @@ TEST_CASE("fit advice never proposes a knob the layout already has", "[offload][
         // Every knob left changes some setting of the closest layout.
         const auto& x = k.plan.parallel;
         const auto& y = a.closest.parallel;
-        CHECK((x.tp != y.tp || x.pp != y.pp || x.dp != y.dp || x.sharding != y.sharding ||
-               x.recompute != y.recompute || x.recompute_layers != y.recompute_layers || x.offload != y.offload ||
+        CHECK((x.tp != y.tp || x.pp != y.pp || x.dp != y.dp || x.sharding != y.sharding || x.recompute != y.recompute ||
+               x.recompute_layers != y.recompute_layers || x.offload != y.offload ||
                k.plan.training.micro_batch != a.closest.training.micro_batch));
     }
     CHECK(a.already_in_plan == std::vector<std::string>{"parallel.recompute: full", "training.micro_batch: 1"});

@@ -870,9 +870,10 @@ TEST_CASE("plan --budget judges the expected bill in whole billing units; --days
     CHECK(fj["search"]["filtered_budget"].get<std::size_t>() <= fj["search"]["filtered"].get<std::size_t>());
 }
 
-TEST_CASE("plan with a deadline no count meets: exit 4, which constraint excluded what, and the GPUs that "
-          "would meet it only where the searched counts' scaling says so",
-          "[plan-search][budget][cli]") {
+TEST_CASE(
+    "plan with a deadline no count meets: exit 4, which constraint excluded what, and the GPUs that "
+    "would meet it only where the searched counts' scaling says so",
+    "[plan-search][budget][cli]") {
     trainsim::test::ScratchDir dir;
     const auto file = dir / "cny.yaml";
     trainsim::test::write_text(file, kMonthlyCny);
@@ -893,7 +894,8 @@ TEST_CASE("plan with a deadline no count meets: exit 4, which constraint exclude
     // GPUs, rounded up to whole 8-GPU nodes: 24, which has no valid layout (tp, pp and cp are powers
     // of two for 32 heads and 32 layers, so dp would be a multiple of 3, which does not divide the
     // 1,024 sequences of a step), so on to 32.
-    const double d8 = np["counts"][0]["fastest_days"].get<double>(), d16 = np["counts"][1]["fastest_days"].get<double>();
+    const double d8 = np["counts"][0]["fastest_days"].get<double>(),
+                 d16 = np["counts"][1]["fastest_days"].get<double>();
     const double a = std::log(d8 / d16) / std::log(2.0);
     const double need = 16 * std::pow(d16 / 12.0, 1 / a);
     REQUIRE(need > 16);

@@ -293,7 +293,7 @@ private:
                 report(out_, g.key_site,
                        fmt::format("unknown key '{}'{}", g.name,
                                    detail::did_you_mean(g.name, {"source", "gemm", "memory", "collectives",
-                                                                            "collective_times", "measured_on"})));
+                                                                 "collective_times", "measured_on"})));
             }
         }
         if (!has_source)
@@ -303,16 +303,18 @@ private:
     // calibrated.measured_on: {key: figure} for keys of kMeasuredOnKeys, each figure with its unit.
     void read_measured_on(const Field& f) {
         if (!f.value.IsMap()) {
-            report(out_, f.value_site, fmt::format("expected a map of profile keys to the figures the tables were "
-                                                   "measured on, got {}",
-                                                   detail::describe(f.value)));
+            report(out_, f.value_site,
+                   fmt::format("expected a map of profile keys to the figures the tables were "
+                               "measured on, got {}",
+                               detail::describe(f.value)));
             return;
         }
         std::vector<std::string> keys(std::begin(kMeasuredOnKeys), std::end(kMeasuredOnKeys));
         for (const Field& g : detail::fields_of(f.value, file_, "calibrated.measured_on", out_)) {
             if (std::find(keys.begin(), keys.end(), g.name) == keys.end()) {
-                report(out_, g.key_site, fmt::format("unknown key '{}'{} (one of: {})", g.name,
-                                                     detail::did_you_mean(g.name, keys), detail::join_list(keys)));
+                report(out_, g.key_site,
+                       fmt::format("unknown key '{}'{} (one of: {})", g.name, detail::did_you_mean(g.name, keys),
+                                   detail::join_list(keys)));
                 continue;
             }
             const bool peak = g.name.starts_with("compute.dense_peak.");
@@ -359,7 +361,8 @@ private:
             if (std::abs(now - was) <= 1e-9 * std::max(std::abs(now), std::abs(was))) continue;
             std::vector<std::string> dropped;
             auto drop_scope = [&](const std::string& scope) {
-                const auto n1 = std::erase_if(p_.collectives, [&](const CollectiveCurve& c) { return c.scope == scope; });
+                const auto n1 =
+                    std::erase_if(p_.collectives, [&](const CollectiveCurve& c) { return c.scope == scope; });
                 const auto n2 =
                     std::erase_if(p_.collective_times, [&](const CollectiveSample& c) { return c.scope == scope; });
                 if (n1 > 0) dropped.push_back(fmt::format("calibrated.collectives ({} {} curve(s))", n1, scope));

@@ -168,7 +168,9 @@ inline constexpr double kComputeOptimalTokensPerParam = 20.0;
 model::Plan plan_base(const PlanArgs& a);
 nlohmann::json frontier_json(const std::vector<CountBest>& frontier);
 
-void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, const std::string& currency);
+// `miss`: why counts without a plan have none (explain_constraint_miss), when it was asked.
+void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, const std::string& currency,
+                         const std::optional<ConstraintMiss>& miss);
 
 int run_plan_search(const PlanArgs& a);
 

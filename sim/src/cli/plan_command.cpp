@@ -82,7 +82,8 @@ std::string bill_cell(const RunEstimate& e, bool expected) {
 }
 } // namespace
 
-void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, const std::string& currency) {
+void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, const std::string& currency,
+                         const std::optional<ConstraintMiss>& miss) {
     std::cout << "\nbest plan per GPU count ('*': on the days-vs-cost Pareto front, no count is both faster and "
                  "cheaper):\n";
     // Both days, and the bill of the expected run (what is paid); the steady run's cost too when
@@ -93,7 +94,13 @@ void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, 
                              "MFU");
     for (const auto& f : frontier) {
         if (!f.best) {
-            std::cout << fmt::format("  {:>5}  {}\n", f.gpus, "no layout fits and meets the constraints");
+            // What excluded the count, where the constraints were explained (else nothing fits).
+            std::string why = "no layout fits in memory";
+            if (miss)
+                for (const auto& c : miss->counts)
+                    if (c.gpus == f.gpus && !c.excluded_by.empty())
+                        why = fmt::format("no plan: excluded by the {}", fmt::join(c.excluded_by, " and the "));
+            std::cout << fmt::format("  {:>5}  {}\n", f.gpus, why);
             continue;
         }
         const auto& e = f.best->estimate;
@@ -135,10 +142,10 @@ nlohmann::json no_plan_json(const std::optional<ConstraintMiss>& miss, const Sea
                           {"fastest_days", c.fastest ? nlohmann::json(exp ? c.fastest->estimate.expected_days
                                                                           : c.fastest->estimate.days_to_train)
                                                      : nlohmann::json(nullptr)},
-                          {"cheapest_cost", c.cheapest && c.cheapest->estimate.priced
-                                                ? nlohmann::json(exp ? c.cheapest->estimate.expected_cost
-                                                                     : c.cheapest->estimate.cost)
-                                                : nlohmann::json(nullptr)}});
+                          {"cheapest_cost",
+                           c.cheapest && c.cheapest->estimate.priced
+                               ? nlohmann::json(exp ? c.cheapest->estimate.expected_cost : c.cheapest->estimate.cost)
+                               : nlohmann::json(nullptr)}});
     }
     j["counts"] = counts;
     if (miss->deadline_gpus && miss->fastest) {
@@ -289,8 +296,8 @@ int run_plan_search(const PlanArgs& a) {
     const std::size_t fitting = res.stats.enumerated - res.stats.invalid - res.stats.does_not_fit;
     const bool constrained = o.deadline_days.has_value() || o.budget.has_value();
     std::optional<ConstraintMiss> miss;
-    const bool some_count_excluded = std::any_of(res.frontier.begin(), res.frontier.end(),
-                                                 [](const CountBest& f) { return !f.best; });
+    const bool some_count_excluded =
+        std::any_of(res.frontier.begin(), res.frontier.end(), [](const CountBest& f) { return !f.best; });
     if (constrained && fitting > 0 && ((res.plans.empty() && !offload_res) || some_count_excluded)) {
         SearchOptions mo = o;
         mo.progress = nullptr;
@@ -465,8 +472,8 @@ int run_plan_search(const PlanArgs& a) {
                              s.pruned_critical_path, s.simulated,
                              s.filtered ? fmt::format(", {} over the deadline/budget", s.filtered) : "");
     const bool expected = o.basis == DaysBasis::expected;
-    const char* basis = expected ? "expected: checkpoints, failures, restarts; billed in whole units"
-                                 : "steady state (--days steady)";
+    const char* basis =
+        expected ? "expected: checkpoints, failures, restarts; billed in whole units" : "steady state (--days steady)";
     if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days ({})\n", *a.deadline_days, basis);
     if (a.budget) std::cout << fmt::format("budget: {:g} {} total ({})\n", *a.budget, base.pricing.currency, basis);
     std::cout << fmt::format("ranked by {} ({})\n\n", o.rank == RankBy::days ? "days to train" : "total cost", basis);
@@ -526,8 +533,8 @@ int run_plan_search(const PlanArgs& a) {
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
-        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12}{} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
-                                 tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12}{} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
+                                 i + 1, tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
                                  e.expected_days, bill_cell(e, true),
                                  expected ? std::string() : fmt::format(" {:>12}", bill_cell(e, false)),
                                  e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
@@ -552,7 +559,7 @@ int run_plan_search(const PlanArgs& a) {
         rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600, rt.expected_failures,
         rt.expected_planned, rt.restart_s / 60);
     if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
-    if (!res.frontier.empty()) print_frontier_text(res.frontier, expected, cur);
+    if (!res.frontier.empty()) print_frontier_text(res.frontier, expected, cur, miss);
     if (offload_res) {
         std::cout << fmt::format("\nno GPU-only layout fits on {} GPU(s); with CPU offload there:\n",
                                  fmt::join(no_fit_counts, ","));

@@ -106,8 +106,8 @@ ConstraintMiss explain_constraint_miss(const model::Plan& base, const SearchOpti
             if (priced && (!m.cheapest || cheaper(*c.fastest, *m.cheapest))) m.cheapest = c.fastest;
             if (priced && !late(*c.fastest) && (!m.cheapest_on_time || cheaper(*c.fastest, *m.cheapest_on_time)))
                 m.cheapest_on_time = c.fastest;
-            if (!dear(*c.fastest) && (!m.fastest_in_budget || days_of(c.fastest->estimate, opt) <
-                                                                  days_of(m.fastest_in_budget->estimate, opt)))
+            if (!dear(*c.fastest) && (!m.fastest_in_budget ||
+                                      days_of(c.fastest->estimate, opt) < days_of(m.fastest_in_budget->estimate, opt)))
                 m.fastest_in_budget = c.fastest;
         }
         m.counts.push_back(std::move(c));
@@ -159,10 +159,10 @@ std::string format_constraint_miss(const ConstraintMiss& m, const SearchOptions&
                              days_word, *opt.deadline_days);
             if (m.deadline_gpus) {
                 const auto& x = *m.deadline_gpus;
-                s += fmt::format(": about {} more GPUs ({}) would meet it, extrapolated from the {} -> {} GPU plans "
-                                 "(days ~ GPUs^-{:.2f}; not searched: plan --gpus {} checks it)",
-                                 x.gpus - m.fastest->plan.num_gpus(), x.gpus, x.from_gpus, x.to_gpus, x.exponent,
-                                 x.gpus);
+                s += fmt::format(
+                    ": about {} more GPUs ({}) would meet it, extrapolated from the {} -> {} GPU plans "
+                    "(days ~ GPUs^-{:.2f}; not searched: plan --gpus {} checks it)",
+                    x.gpus - m.fastest->plan.num_gpus(), x.gpus, x.from_gpus, x.to_gpus, x.exponent, x.gpus);
             }
             s += "\n";
         }
@@ -174,10 +174,10 @@ std::string format_constraint_miss(const ConstraintMiss& m, const SearchOptions&
                              bill_word, c, currency, *opt.budget);
     }
     if (m.cheapest_on_time)
-        s += fmt::format("  each alone can be met, not both: the cheapest plan within the deadline, {}, costs {:.0f} "
-                         "{} (budget {:.0f})",
-                         plan_words(*m.cheapest_on_time), cost_of(m.cheapest_on_time->estimate, opt), currency,
-                         *opt.budget);
+        s += fmt::format(
+            "  each alone can be met, not both: the cheapest plan within the deadline, {}, costs {:.0f} "
+            "{} (budget {:.0f})",
+            plan_words(*m.cheapest_on_time), cost_of(m.cheapest_on_time->estimate, opt), currency, *opt.budget);
     if (m.fastest_in_budget)
         s += fmt::format("; the fastest within the budget, {}, takes {:.1f} {} (deadline {:g})\n",
                          plan_words(*m.fastest_in_budget), days_of(m.fastest_in_budget->estimate, opt), days_word,
@@ -191,11 +191,10 @@ std::string format_constraint_miss(const ConstraintMiss& m, const SearchOptions&
                 s += fmt::format("  {:>6}  no layout fits in memory\n", c.gpus);
                 continue;
             }
-            s += fmt::format("  {:>6}  {:>8.1f} days  {:>12} {}  excluded by: {}\n", c.gpus,
-                             days_of(c.fastest->estimate, opt),
-                             c.cheapest ? fmt::format("{:.0f}", cost_of(c.cheapest->estimate, opt)) : "no price",
-                             currency,
-                             c.excluded_by.empty() ? "-" : fmt::format("{}", fmt::join(c.excluded_by, " and ")));
+            s += fmt::format(
+                "  {:>6}  {:>8.1f} days  {:>12} {}  excluded by: {}\n", c.gpus, days_of(c.fastest->estimate, opt),
+                c.cheapest ? fmt::format("{:.0f}", cost_of(c.cheapest->estimate, opt)) : "no price", currency,
+                c.excluded_by.empty() ? "-" : fmt::format("{}", fmt::join(c.excluded_by, " and ")));
         }
     }
     return s;

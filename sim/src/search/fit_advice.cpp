@@ -99,8 +99,10 @@ FitAdvice fit_advice(const std::vector<model::Plan>& candidates, double headroom
     // A knob that changes nothing (the closest layout already has full recompute, a micro-batch
     // of 1, ...) is not advice: it is listed as already in the plan instead (issue #45).
     auto knob = [&](const char* what, const model::Plan& p) {
-        if (same_knobs(p, c)) a.already_in_plan.emplace_back(what);
-        else a.knobs.push_back(try_plan(what, p, headroom));
+        if (same_knobs(p, c))
+            a.already_in_plan.emplace_back(what);
+        else
+            a.knobs.push_back(try_plan(what, p, headroom));
     };
     knob("parallel.recompute: full", full(c));
     knob("parallel.sharding: zero3 (pp 1)", zero3(c));

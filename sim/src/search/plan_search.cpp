@@ -596,8 +596,8 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     std::vector<std::pair<std::pair<double, double>, std::size_t>> accepted_keys;  // sorted, at most `top`
     std::vector<std::optional<RunEstimate>> est(cand.size());
     std::size_t done = 0;
-    std::atomic<std::size_t> pruned_bound{0}, pruned_critical_path{0}, simulated{0}, filtered{0},
-        filtered_deadline{0}, filtered_budget{0};
+    std::atomic<std::size_t> pruned_bound{0}, pruned_critical_path{0}, simulated{0}, filtered{0}, filtered_deadline{0},
+        filtered_budget{0};
     auto report = [&] {
         ++done;
         if (opt.progress) opt.progress(done, cand.size());

@@ -58,7 +58,9 @@ std::string framework_family(const std::string& framework) {
     return "megatron-core"; // megatron-core, nemo
 }
 
-const std::string& trust_gpu(const model::HardwareProfile& hw) { return hw.base.empty() ? hw.id : hw.base; }
+const std::string& trust_gpu(const model::HardwareProfile& hw) {
+    return hw.base.empty() ? hw.id : hw.base;
+}
 
 Regime regime_of(const model::Plan& plan, const StepResult* step) {
     Regime r;

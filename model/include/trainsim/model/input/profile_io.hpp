@@ -33,8 +33,8 @@ void write_profile(const HardwareProfile& profile, const std::filesystem::path& 
 // The datasheet figures a calibrated table depends on, by profile key (`calibrated.measured_on`):
 // the dense peaks govern the GEMM table of their precision, the HBM bandwidth the memory curves,
 // the NVLink rate the intra-node collectives and the NIC rate the inter-node ones.
-inline constexpr std::string_view kMeasuredOnKeys[] = {"compute.dense_peak.bf16", "compute.dense_peak.fp16",
-                                                       "compute.dense_peak.fp8",  "memory.hbm_bandwidth",
+inline constexpr std::string_view kMeasuredOnKeys[] = {"compute.dense_peak.bf16",       "compute.dense_peak.fp16",
+                                                       "compute.dense_peak.fp8",        "memory.hbm_bandwidth",
                                                        "interconnect.nvlink_bandwidth", "node.nic_rate"};
 // The profile's figures of kMeasuredOnKeys as measured_on records them ("300 GB/s"), for a fit to
 // store with the tables it measured (absent peaks are left out).

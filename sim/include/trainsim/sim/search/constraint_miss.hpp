@@ -19,7 +19,7 @@ namespace trainsim::sim {
 // One searched GPU count.
 struct CountMiss {
     int gpus = 0;
-    std::optional<RankedPlan> fastest;  // its fastest layout that fits in memory; absent: none fits
+    std::optional<RankedPlan> fastest; // its fastest layout that fits in memory; absent: none fits
     // Its cheapest (absent without a price): the fastest, as a count's plans share their nodes and
     // pricing and a bill only grows with the wall clock.
     std::optional<RankedPlan> cheapest;
