@@ -7,11 +7,18 @@
 #include "trainsim/calibrate/core/calibrate_error.hpp"
 #include "trainsim/calibrate/fit/fit.hpp"
 #include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/input/profile_io.hpp"
 #include "trainsim/sim/cost/compute_cost.hpp"
+#include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/trust/trust.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 using namespace trainsim;
@@ -414,4 +421,63 @@ TEST_CASE("board power from the samples' NVML telemetry becomes power.compute_bu
     CHECK_THAT(capped.profile.sources.at("power.idle"), Contains("derived: capped"));
     model::write_profile(capped.profile, dir / "capped.yaml", false);
     CHECK(model::load_profile(dir / "capped.yaml").power_idle.value() == 60);
+}
+
+TEST_CASE("a profile fitted with --base h100-sxm gets a band no wider than h100-sxm's on the same plan",
+          "[calibrate][fit][trust]") {
+    // Issue #45: the fitted profile's own id ("lab-node-7", as `fit --id` names it) has no published
+    // run, so it used to be flagged outside the evidence and its band widened x1.5 — calibrating
+    // made the prediction look less trustworthy than the datasheet profile it started from. The
+    // profile records its base, and the trust lookup judges it as that GPU (docs/trust.md).
+    test::ScratchDir dir;
+    auto opts = default_fit_options();
+    opts.id = "lab-node-7";
+    const FitResult r = fit(file_of(synthetic_node()), h100(), opts);
+    CHECK(r.profile.base == "h100-sxm");
+    const auto file = dir / "lab-node-7.yaml";
+    model::write_profile(r.profile, file, false);
+    const auto back = model::load_profile(file);
+    CHECK(back.id == "lab-node-7");
+    CHECK(back.base == "h100-sxm");
+    // The datasheet figures the tables were measured on travel with them (calibrated.measured_on).
+    CHECK(back.measured_on == model::datasheet_fingerprint(h100()));
+    CHECK(back.measured_on.at("interconnect.nvlink_bandwidth") == "450 GB/s");
+    CHECK(back.warnings.empty());
+    // A refit of the fit keeps the first base.
+    CHECK(fit(file_of(synthetic_node()), back, opts).profile.base == "h100-sxm");
+
+    model::LoadOptions lo;
+    lo.data_dir = TRAINSIM_TEST_DATA_DIR;
+    const auto plan = model::load_scenario_text(
+                          "model: llama2-7b\ntraining: {tokens: 100B, seq_len: 4096, global_batch: 256, "
+                          "micro_batch: 1}\nparallel: {tp: 2, pp: 1, dp: auto}\nprecision: bf16\n"
+                          "cluster: {gpu: h100-sxm, nodes: 1, gpus_per_node: 8}\n",
+                          "band test", lo)
+                          .plans.front();
+    std::ifstream in(std::filesystem::path(TRAINSIM_TEST_DATA_DIR) / "trust" / "error-model.json");
+    REQUIRE(in);
+    const auto em = sim::error_model_from_json(nlohmann::json::parse(in), "error-model.json");
+    auto band_of = [&](const model::HardwareProfile& hw) {
+        auto p = plan;
+        p.hardware = hw;
+        const auto e = sim::estimate_plan(p);
+        REQUIRE(e.step);
+        return sim::band_for(em, p, &*e.step);
+    };
+    const auto stock = band_of(h100());
+    const auto fitted = band_of(back);
+    CAPTURE(stock.basis, fitted.basis);
+    CHECK(fitted.out_of_domain == stock.out_of_domain);
+    CHECK(fitted.regime == stock.regime);
+    CHECK(fitted.time_p90 - fitted.time_p10 <= stock.time_p90 - stock.time_p10);
+    CHECK(fitted.time_p90 <= stock.time_p90);
+    CHECK(fitted.time_p10 >= stock.time_p10);
+    CHECK(fitted.basis.find("narrowed by the calibrated profile") != std::string::npos);
+    // Without the recorded base the same profile is an unknown GPU: flagged and wider (the
+    // behaviour a hand-copied profile keeps).
+    auto orphan = back;
+    orphan.base.clear();
+    const auto unknown = band_of(orphan);
+    CHECK_FALSE(unknown.out_of_domain.empty());
+    CHECK(unknown.time_p90 - unknown.time_p10 > stock.time_p90 - stock.time_p10);
 }

@@ -4,6 +4,7 @@
 //
 // Line and column numbers are written down by counting in the YAML text of the test (1-based).
 #include "trainsim/model/input/loader.hpp"
+#include "trainsim/model/input/profile_io.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -1301,4 +1302,65 @@ TEST_CASE("every shipped hardware profile and model preset loads cleanly", "[dat
             FAIL(e.what());
         }
     }
+}
+
+TEST_CASE("a copied profile with an edited link rate drops the measured tables it contradicts, naming the key",
+          "[loader][profile]") {
+    // Issue #45: an A100 profile copied to describe an A800 (NVLink 400 GB/s bidirectional, 200 GB/s
+    // per direction, instead of the A100's 600 / 300) kept the A100's measured collective table,
+    // which overrode the edited rate: the slower link came out faster. The shipped table records
+    // the figure it was measured on (calibrated.measured_on), and the loader drops what an edit
+    // contradicts.
+    const fs::path shipped = fs::path(TRAINSIM_TEST_DATA_DIR) / "hardware" / "a100-sxm-80gb.yaml";
+    const auto stock = load_profile(shipped);
+    REQUIRE_FALSE(stock.collective_times.empty());
+    CHECK(stock.measured_on.at("interconnect.nvlink_bandwidth") == "300 GB/s");
+    CHECK(stock.warnings.empty());
+
+    std::ifstream in(shipped);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    const std::string from = "nvlink_bandwidth: {value: \"300 GB/s\"";
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), "nvlink_bandwidth: {value: \"200 GB/s\"");
+    const fs::path dir = fs::temp_directory_path() / fmt::format("trainsim-a800-{}", std::random_device{}());
+    fs::create_directories(dir);
+    const fs::path copy = dir / "a800.yaml";
+    std::ofstream(copy) << text;
+    const auto a800 = load_profile(copy);
+    CHECK(a800.nvlink_bandwidth.value() == 200e9);
+    CHECK(a800.collective_times.empty()); // every row was intra-node, on the NVLink
+    REQUIRE(a800.warnings.size() == 1);
+    CHECK(a800.warnings[0].key == "calibrated.measured_on.interconnect.nvlink_bandwidth");
+    CHECK(a800.warnings[0].file == copy.string());
+    CHECK(a800.warnings[0].line > 0);
+    // A scenario on the copy says so among its warnings.
+    LoadOptions opts;
+    opts.data_dir = TRAINSIM_TEST_DATA_DIR;
+    const auto sc = load_scenario_text(
+        fmt::format("model: llama2-7b\ntraining: {{tokens: 1B, seq_len: 4096, global_batch: 64, micro_batch: 1}}\n"
+                    "parallel: {{tp: 8, pp: 1, dp: auto}}\nprecision: bf16\n"
+                    "cluster: {{gpu: \"{}\", nodes: 1, gpus_per_node: 8}}\n",
+                    copy.string()),
+        "a800 scenario", opts);
+    CHECK(std::any_of(sc.warnings.begin(), sc.warnings.end(), [](const std::string& w) {
+        return w.find("calibrated.measured_on.interconnect.nvlink_bandwidth") != std::string::npos;
+    }));
+    // A NIC-rate edit does not touch intra-node tables.
+    std::string nic = ss.str();
+    const std::string rate = "nic_rate: {value: \"200 Gbit/s\"";
+    REQUIRE(nic.find(rate) != std::string::npos);
+    nic.replace(nic.find(rate), rate.size(), "nic_rate: {value: \"100 Gbit/s\"");
+    std::ofstream(dir / "nic.yaml") << nic;
+    const auto slower_nic = load_profile(dir / "nic.yaml");
+    CHECK(slower_nic.collective_times.size() == stock.collective_times.size());
+    CHECK(slower_nic.warnings.empty());
+    // A fingerprint key outside the list, or a figure without its unit, is a load error.
+    std::string bad = ss.str();
+    bad.replace(bad.find("measured_on: {"), 14, "measured_on: {interconnect.nvlink_rate: \"1 GB/s\", ");
+    std::ofstream(dir / "bad.yaml") << bad;
+    CHECK_THROWS_AS(load_profile(dir / "bad.yaml"), ProfileError);
+    fs::remove_all(dir);
 }

@@ -178,6 +178,35 @@ TEST_CASE("when a plan does not fit, each knob is tried on it and the fewest GPU
     CHECK(full.memory_gib < a.closest_memory_gib);
 }
 
+TEST_CASE("fit advice never proposes a knob the layout already has", "[offload][fit-advice]") {
+    // The layout nearest to fitting already runs full recompute at a micro-batch of 1, on a GPU
+    // of 1 GiB so that even that does not fit. Proposing "recompute: full" or "micro_batch: 1" would be
+    // advice to change nothing (issue #45).
+    auto p = offload_plan(model::Sharding::none, model::Offload::none);
+    p.parallel.recompute = model::Recompute::full;
+    p.training.micro_batch = 1;
+    p.hardware.hbm_capacity = model::gib(1);
+    REQUIRE(model::check_layout(p).empty());
+    REQUIRE_FALSE(model::fits_in_memory(p, model::peak_memory(p)));
+    const auto a = sim::fit_advice({p}, 0.05, false);
+    REQUIRE_FALSE(a.knobs.empty());
+    for (const auto& k : a.knobs) {
+        CAPTURE(k.knob);
+        CHECK(k.knob != "parallel.recompute: full");
+        CHECK(k.knob != "training.micro_batch: 1");
+        // Every knob left changes some setting of the closest layout.
+        const auto& x = k.plan.parallel;
+        const auto& y = a.closest.parallel;
+        CHECK((x.tp != y.tp || x.pp != y.pp || x.dp != y.dp || x.sharding != y.sharding || x.recompute != y.recompute ||
+               x.recompute_layers != y.recompute_layers || x.offload != y.offload ||
+               k.plan.training.micro_batch != a.closest.training.micro_batch));
+    }
+    CHECK(a.already_in_plan == std::vector<std::string>{"parallel.recompute: full", "training.micro_batch: 1"});
+    const auto j = sim::fit_advice_json(a);
+    CHECK(j["knobs_already_in_plan"].size() == 2);
+    CHECK(j["knobs"].size() == a.knobs.size());
+}
+
 TEST_CASE("plan: 70B on one 8x H100 machine trains with CPU offload, and says what more GPUs would give",
           "[offload][cli][slow]") {
     const auto r =

@@ -1,6 +1,7 @@
 // trainsim plan: layout search, pruning, deadline / budget queries and the whole-run model.
 #include "cli_runner.hpp"
 #include "fixtures.hpp"
+#include "scratch_dir.hpp"
 
 #include "trainsim/model/accounting/flops.hpp"
 #include "trainsim/model/accounting/layout.hpp"
@@ -674,8 +675,16 @@ TEST_CASE("trainsim plan --json: ranked plans with plan_json fields and layout",
     CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == 3);  // header + 2 rows
     CHECK(csv.out.find("days_to_train") != std::string::npos);
     CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 12 --tokens 1T").rc == 2);
-    CHECK(run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --deadline-days 0.001 --rank days --json")
-              .rc == 3);
+    // Layouts fit, none meets the deadline: exit 4 (no plan meets the constraints), not 3 (does not fit).
+    const auto late =
+        run_plan_cli("--model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --deadline-days 0.001 --rank days --json");
+    CHECK(late.rc == 4);
+    const auto lj = nlohmann::json::parse(late.out);
+    CHECK(lj["plans"].empty());
+    CHECK(lj["no_plan"]["reason"] == "constraints");
+    CHECK(lj["no_plan"]["fastest"]["excluded_by"] == nlohmann::json::array({"deadline"}));
+    CHECK(lj["no_plan"]["fastest"]["expected_days"].get<double>() > 0.001);
+    CHECK_FALSE(lj.contains("fit_advice"));
 
     // Ranked on expected days, with the run settings from the flags (a 1 h MTBF per GPU: the
     // expected days are much longer than the steady ones).
@@ -773,4 +782,156 @@ TEST_CASE("plan --top -1 and --threads 100000: an error and a normal search, not
     const auto many =
         trainsim::test::run_trainsim("plan --model llama2-7b --gpu h100-sxm --gpus 8 --tokens 1T --threads 100000 -q --json");
     CHECK(many.rc == 0);
+}
+
+namespace {
+// Llama-2 7B on 270B tokens, paid by the machine-month in CNY (76,000 per 8-GPU machine, every
+// month begun; docs/model.md "Billing"). On 8 H100 the steady run takes about 28 days (under the
+// 730 h month) and the expected one, with failures and restarts, about 32.5 (over it): one
+// month steady, two expected.
+constexpr double kMonthlyRate = 76000.0;
+const char* kMonthlyCny = R"(model: llama2-7b
+training: {tokens: 270B, seq_len: 4096, global_batch: 1024, micro_batch: 1}
+parallel: {tp: 1, pp: 1, dp: auto}
+precision: bf16
+cluster: {gpu: h100-sxm, nodes: 1, gpus_per_node: 8}
+pricing: {basis: machine_month, rate: 76000, currency: CNY, commitment: monthly}
+plans:
+  - name: base
+)";
+
+// The bill of `days` of wall clock on `gpus` GPUs (8 per machine) in whole 730 h months.
+double monthly_bill(double days, int gpus) {
+    return kMonthlyRate * (gpus / 8) * std::ceil(days * 24.0 / 730.0 * (1 - 1e-12));
+}
+} // namespace
+
+TEST_CASE("plan --budget judges the expected bill in whole billing units; --days steady keeps the old filter",
+          "[plan-search][budget][cli]") {
+    trainsim::test::ScratchDir dir;
+    const auto file = dir / "cny.yaml";
+    trainsim::test::write_text(file, kMonthlyCny);
+    const std::string f = "'" + file.string() + "' -q --json --top 3";
+
+    // --days steady (the default before issue #45): the 8-GPU plan passes a 100,000 CNY budget on
+    // its steady bill, 1 machine x 1 month x 76,000 = 76,000, while what it is expected to bill is
+    // 1 machine x 2 months (about 32.5 days = 780 h > 730 h) x 76,000 = 152,000: over the budget.
+    const auto steady = run_plan_cli(f + " --gpus 8 --budget 100000 --days steady");
+    REQUIRE(steady.rc == 0);
+    const auto sj = nlohmann::json::parse(steady.out);
+    REQUIRE_FALSE(sj["plans"].empty());
+    const auto& s0 = sj["plans"][0];
+    const double s_days = s0["days_to_train"].get<double>(), s_exp = s0["expected_days"].get<double>();
+    REQUIRE(s_days * 24 < 730); // the scenario's premise: one month steady ...
+    REQUIRE(s_exp * 24 > 730);  // ... two expected
+    CHECK(s0["cost"].get<double>() == Approx(monthly_bill(s_days, 8)));
+    CHECK(s0["cost"].get<double>() == Approx(76000.0));
+    CHECK(s0["expected_cost"].get<double>() == Approx(monthly_bill(s_exp, 8)));
+    CHECK(s0["expected_cost"].get<double>() == Approx(152000.0));
+    CHECK(sj["search"]["days"] == "steady");
+
+    // By default the budget judges the expected bill: no 8-GPU plan is within 100,000, and plan says
+    // so with its own exit code and the cheapest plan's bill, 152,000.
+    const auto over = run_plan_cli(f + " --gpus 8 --budget 100000");
+    CHECK(over.rc == 4);
+    const auto oj = nlohmann::json::parse(over.out);
+    CHECK(oj["search"]["days"] == "expected");
+    CHECK(oj["plans"].empty());
+    CHECK(oj["no_plan"]["reason"] == "constraints");
+    const auto& cheapest = oj["no_plan"]["cheapest"];
+    REQUIRE(cheapest.is_object());
+    CHECK(cheapest["expected_cost"].get<double>() ==
+          Approx(monthly_bill(cheapest["expected_days"].get<double>(), cheapest["num_gpus"].get<int>())));
+    CHECK(cheapest["expected_cost"].get<double>() == Approx(152000.0));
+    CHECK(cheapest["excluded_by"] == nlohmann::json::array({"budget"}));
+    CHECK_FALSE(oj.contains("fit_advice")); // every layout here fits: no memory advice
+
+    // A budget of 160,000 over 8, 16 and 32 GPUs: every listed plan's expected bill is within it
+    // (8 GPUs: 1 machine x 2 months = 152,000; 16 GPUs in about 16 days: 2 machines x 1 month =
+    // 152,000), the recommended one included; 32 GPUs bill 4 machines x 1 month = 304,000.
+    const auto fits = run_plan_cli(f + " --gpus 8,16,32 --budget 160000 --deadline-days 60");
+    REQUIRE(fits.rc == 0);
+    const auto fj = nlohmann::json::parse(fits.out);
+    REQUIRE_FALSE(fj["plans"].empty());
+    bool recommended_seen = false;
+    for (const auto& p : fj["plans"]) {
+        const double bill = p["expected_cost"].get<double>();
+        CHECK(bill == Approx(monthly_bill(p["expected_days"].get<double>(), p["num_gpus"].get<int>())));
+        CHECK(bill <= 160000);
+        CHECK(p["expected_days"].get<double>() <= 60);
+        if (p["recommended"].get<bool>()) recommended_seen = true;
+    }
+    CHECK(recommended_seen);
+    REQUIRE(fj["frontier"].size() == 3);
+    CHECK(fj["frontier"][2]["num_gpus"] == 32);
+    CHECK(fj["frontier"][2]["best"].is_null());
+    CHECK(fj["frontier"][2]["excluded_by"] == nlohmann::json::array({"budget"}));
+    CHECK(fj["frontier"][0]["excluded_by"].empty());
+    CHECK(fj["search"]["filtered_budget"].get<std::size_t>() <= fj["search"]["filtered"].get<std::size_t>());
+}
+
+TEST_CASE(
+    "plan with a deadline no count meets: exit 4, which constraint excluded what, and the GPUs that "
+    "would meet it only where the searched counts' scaling says so",
+    "[plan-search][budget][cli]") {
+    trainsim::test::ScratchDir dir;
+    const auto file = dir / "cny.yaml";
+    trainsim::test::write_text(file, kMonthlyCny);
+    const std::string f = "'" + file.string() + "' -q --json --top 3 --rank days";
+    const auto r = run_plan_cli(f + " --gpus 8,16 --deadline-days 12");
+    CHECK(r.rc == 4);
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& np = j["no_plan"];
+    CHECK(np["reason"] == "constraints");
+    CHECK(np["deadline_days"].get<double>() == 12.0);
+    CHECK(np["budget"].is_null());
+    REQUIRE(np["counts"].size() == 2);
+    for (const auto& c : np["counts"]) CHECK(c["excluded_by"] == nlohmann::json::array({"deadline"}));
+    for (const auto& c : j["frontier"]) CHECK(c["excluded_by"] == nlohmann::json::array({"deadline"}));
+    CHECK(np["fastest"]["num_gpus"] == 16);
+    CHECK(np["fastest"]["excluded_by"] == nlohmann::json::array({"deadline"}));
+    // days ~ GPUs^-a from the 8- and 16-GPU fastest plans; the deadline is met at 16 (d16 / 12)^(1/a)
+    // GPUs, rounded up to whole 8-GPU nodes: 24, which has no valid layout (tp, pp and cp are powers
+    // of two for 32 heads and 32 layers, so dp would be a multiple of 3, which does not divide the
+    // 1,024 sequences of a step), so on to 32.
+    const double d8 = np["counts"][0]["fastest_days"].get<double>(),
+                 d16 = np["counts"][1]["fastest_days"].get<double>();
+    const double a = std::log(d8 / d16) / std::log(2.0);
+    const double need = 16 * std::pow(d16 / 12.0, 1 / a);
+    REQUIRE(need > 16);
+    REQUIRE(need <= 24); // the premise: 24 would do by the scaling, but has no valid layout
+    const auto& g = np["gpus_to_meet_deadline"];
+    REQUIRE(g.is_object());
+    CHECK(g["gpus"] == 32);
+    CHECK(g["more_gpus"] == 16);
+    CHECK(g["exponent"].get<double>() == Approx(a));
+    CHECK(g["extrapolated_from"] == nlohmann::json::array({8, 16}));
+    CHECK(g["searched"] == false);
+
+    // A deadline so short that more than twice the largest count would be needed: not guessed.
+    const auto far = run_plan_cli(f + " --gpus 8,16 --deadline-days 3");
+    CHECK(far.rc == 4);
+    CHECK(nlohmann::json::parse(far.out)["no_plan"]["gpus_to_meet_deadline"].is_null());
+    // One count searched: no scaling to go by.
+    const auto one = run_plan_cli(f + " --gpus 16 --deadline-days 12");
+    CHECK(one.rc == 4);
+    CHECK(nlohmann::json::parse(one.out)["no_plan"]["gpus_to_meet_deadline"].is_null());
+}
+
+TEST_CASE("plan: nothing fits in memory is exit 3 with memory advice, not the constraints' exit 4",
+          "[plan-search][cli][fit-advice]") {
+    const auto r = run_plan_cli(
+        "--model llama2-70b --gpu h100-sxm --gpus 8 --tokens 1T --no-offload --deadline-days 10 --rank days -q --json");
+    CHECK(r.rc == 3);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["no_plan"]["reason"] == "memory");
+    REQUIRE(j.contains("fit_advice"));
+    CHECK(j["fit_advice"]["knobs_already_in_plan"] ==
+          nlohmann::json::array({"parallel.recompute: full", "training.micro_batch: 1"}));
+    // The layout nearest to fitting already has full recompute and a micro-batch of 1: neither is
+    // proposed as a change.
+    for (const auto& k : j["fit_advice"]["knobs"]) {
+        CHECK(k["knob"] != "parallel.recompute: full");
+        CHECK(k["knob"] != "training.micro_batch: 1");
+    }
 }

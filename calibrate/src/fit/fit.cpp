@@ -1,6 +1,7 @@
 #include "trainsim/calibrate/fit/fit.hpp"
 
 #include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/model/input/profile_io.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -217,12 +218,17 @@ FitResult fit(const SampleFile& file, const model::HardwareProfile& base, const 
     p = base;
     p.provenance = model::Provenance::calibrated;
     p.id = opts.id.empty() ? base.id + ".calibrated" : opts.id;
+    // The shipped GPU it was fitted on, through a refit of a fit: its trust domain (docs/trust.md).
+    p.base = base.base.empty() ? base.id : base.base;
     p.name = opts.name.empty() ? base.name + " (calibrated)" : opts.name;
     p.source_file.clear();
     p.gemm_table.clear();
     p.memory_curve.clear();
     p.collectives.clear();
     p.collective_times.clear();
+    // The datasheet figures the tables are measured on: a copy of this profile with an edited
+    // link rate or peak drops the tables that figure governs (docs/formats.md, issue #45).
+    p.measured_on = model::datasheet_fingerprint(base);
 
     rep.samples_file = file.path.string();
     rep.samples = file.samples.size();

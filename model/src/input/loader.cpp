@@ -385,6 +385,7 @@ std::optional<HardwareProfile> resolve_hardware(const std::string& gpu, const Si
         } else {
             try {
                 result = resolve_profile(gpu, ctx.dir, ctx.opts.data_dir);
+                ctx.warnings.insert(ctx.warnings.end(), result->warnings.begin(), result->warnings.end());
             } catch (const ProfileError& e) {
                 report(problems, here,
                        fmt::format("hardware profile '{}' ({}) has {} problem(s), listed with it", gpu, file.string(),
@@ -755,7 +756,11 @@ Scenario load_scenario_text(const std::string& text, const std::string& name, co
     Diags out;
     Context ctx{name, fs::path(name).parent_path(), opts, out, Bindings{}, {}, std::nullopt, {}, {}, {}, {}};
     // A broken --profile is not this scenario's fault: its ProfileError propagates as it is.
-    if (opts.profile_override) ctx.override_profile = load_profile(*opts.profile_override);
+    if (opts.profile_override) {
+        ctx.override_profile = load_profile(*opts.profile_override);
+        ctx.warnings.insert(ctx.warnings.end(), ctx.override_profile->warnings.begin(),
+                            ctx.override_profile->warnings.end());
+    }
     // Likewise a broken --stack: its StackProfileError propagates.
     if (opts.stack_override) ctx.override_stack = std::make_shared<const StackProfile>(load_stack_profile(*opts.stack_override));
 

@@ -45,6 +45,12 @@ public:
                                                        to_string(Provenance::calibrated)};
                 if (auto v = detail::read_enum(f.value, f.value_site, allowed, out_))
                     p_.provenance = *v == allowed[1] ? Provenance::calibrated : Provenance::datasheet_published;
+            } else if (f.name == "base") {
+                if (auto v = detail::read_string(f.value, f.value_site, out_)) {
+                    if (v->empty())
+                        report(out_, f.value_site, "is empty (the id of the profile this one was fitted on)");
+                    p_.base = *v;
+                }
             } else if (f.name == "calibrated") {
                 read_calibrated(f);
             } else {
@@ -57,6 +63,7 @@ public:
         for (const auto& e : kEntries)
             if (e.required && !seen_.contains(std::string(e.path))) missing(std::string(e.path));
         cross_checks();
+        if (out_.empty()) check_measured_on();
     }
 
     [[nodiscard]] const Site& id_site() const { return id_site_; }
@@ -280,15 +287,108 @@ private:
                 for_each_item(g, [&](const YAML::Node& item, const Site& at) { read_collective_time(item, at); });
             } else if (g.name == "memory") {
                 read_memory_curves(g);
+            } else if (g.name == "measured_on") {
+                read_measured_on(g);
             } else {
                 report(out_, g.key_site,
                        fmt::format("unknown key '{}'{}", g.name,
                                    detail::did_you_mean(g.name, {"source", "gemm", "memory", "collectives",
-                                                                            "collective_times"})));
+                                                                 "collective_times", "measured_on"})));
             }
         }
         if (!has_source)
             report(out_, f.key_site, "missing source: say which measurements the calibrated tables come from");
+    }
+
+    // calibrated.measured_on: {key: figure} for keys of kMeasuredOnKeys, each figure with its unit.
+    void read_measured_on(const Field& f) {
+        if (!f.value.IsMap()) {
+            report(out_, f.value_site,
+                   fmt::format("expected a map of profile keys to the figures the tables were "
+                               "measured on, got {}",
+                               detail::describe(f.value)));
+            return;
+        }
+        std::vector<std::string> keys(std::begin(kMeasuredOnKeys), std::end(kMeasuredOnKeys));
+        for (const Field& g : detail::fields_of(f.value, file_, "calibrated.measured_on", out_)) {
+            if (std::find(keys.begin(), keys.end(), g.name) == keys.end()) {
+                report(out_, g.key_site,
+                       fmt::format("unknown key '{}'{} (one of: {})", g.name, detail::did_you_mean(g.name, keys),
+                                   detail::join_list(keys)));
+                continue;
+            }
+            const bool peak = g.name.starts_with("compute.dense_peak.");
+            const auto s = detail::read_scalar(g.value, g.value_site, "a figure with its unit", out_);
+            if (!s) continue;
+            try {
+                const double v = peak ? parse_flop_rate(*s).value() : parse_bandwidth(*s).value();
+                if (!(v > 0)) {
+                    report(out_, g.value_site, "must be positive");
+                    continue;
+                }
+            } catch (const UnitError& e) {
+                report(out_, g.value_site, e.what());
+                continue;
+            }
+            p_.measured_on[g.name] = *s;
+            measured_on_sites_[g.name] = g.value_site;
+        }
+    }
+
+    // A measured table taken on other datasheet figures than the profile now states (a profile
+    // copied and edited by hand: an A800's NVLink rate over an A100's measured collectives) would
+    // silently override the edit: the tables the changed figure governs are dropped, with a
+    // warning naming the key (issue #45). Run after the whole file is read.
+    void check_measured_on() {
+        for (const auto& [key, written] : p_.measured_on) {
+            const bool peak = key.starts_with("compute.dense_peak.");
+            double was = 0, now = 0;
+            std::string unit;
+            Precision prec = Precision::bf16;
+            if (peak) {
+                was = parse_flop_rate(written).value();
+                const std::string name = key.substr(std::string("compute.dense_peak.").size());
+                prec = name == "fp8" ? Precision::fp8 : name == "fp16" ? Precision::fp16 : Precision::bf16;
+                if (auto it = p_.dense_peak.find(prec); it != p_.dense_peak.end()) now = it->second.value();
+                unit = "TFLOP/s";
+            } else {
+                was = parse_bandwidth(written).value();
+                now = key == "memory.hbm_bandwidth"            ? p_.hbm_bandwidth.value()
+                      : key == "interconnect.nvlink_bandwidth" ? p_.nvlink_bandwidth.value()
+                                                               : p_.default_nic_rate.value();
+                unit = "GB/s";
+            }
+            if (std::abs(now - was) <= 1e-9 * std::max(std::abs(now), std::abs(was))) continue;
+            std::vector<std::string> dropped;
+            auto drop_scope = [&](const std::string& scope) {
+                const auto n1 =
+                    std::erase_if(p_.collectives, [&](const CollectiveCurve& c) { return c.scope == scope; });
+                const auto n2 =
+                    std::erase_if(p_.collective_times, [&](const CollectiveSample& c) { return c.scope == scope; });
+                if (n1 > 0) dropped.push_back(fmt::format("calibrated.collectives ({} {} curve(s))", n1, scope));
+                if (n2 > 0) dropped.push_back(fmt::format("calibrated.collective_times ({} {} row(s))", n2, scope));
+            };
+            if (peak) {
+                const auto n = std::erase_if(p_.gemm_table, [&](const GemmSample& g) { return g.precision == prec; });
+                if (n > 0) dropped.push_back(fmt::format("calibrated.gemm ({} {} row(s))", n, to_string(prec)));
+            } else if (key == "memory.hbm_bandwidth") {
+                if (!p_.memory_curve.empty()) dropped.push_back("calibrated.memory");
+                p_.memory_curve.clear();
+            } else {
+                drop_scope(key == "interconnect.nvlink_bandwidth" ? "intra_node" : "inter_node");
+            }
+            const double scale = peak ? 1e12 : 1e9;
+            Site at = measured_on_sites_.at(key);
+            at.key = "calibrated.measured_on." + key;
+            Diagnostic d{at.file, at.line, at.col, at.key,
+                         fmt::format("{} is {:.6g} {} in this profile, but the calibrated tables were measured on "
+                                     "{:.6g} {}: {} (the analytic model is used instead; re-measure, or restore "
+                                     "the figure)",
+                                     key, now / scale, unit, was / scale, unit,
+                                     dropped.empty() ? std::string("no table it governs is present")
+                                                     : fmt::format("dropped {}", detail::join_list(dropped)))};
+            p_.warnings.push_back(std::move(d));
+        }
     }
 
     template <class Fn> void for_each_item(const Field& list, Fn fn) {
@@ -484,6 +584,7 @@ private:
     Site id_site_;
     std::set<std::string> seen_;
     std::map<std::string, Site> container_sites_;
+    std::map<std::string, Site> measured_on_sites_;
     std::map<std::string, Site> entry_sites_;
     std::map<Precision, Site> reason_sites_;
     std::map<Precision, Site> efficiency_sites_;

@@ -6,6 +6,7 @@
 #include "profile_schema.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <fstream>
 #include <optional>
@@ -95,6 +96,7 @@ public:
         text_ = fmt::format("# Hardware profile (docs/formats.md section 3). Written by trainsim.\n"
                             "id: {}\nname: {}\nprovenance: {}\n",
                             quote(p_.id), quote(p_.name), to_string(p_.provenance));
+        if (!p_.base.empty()) text_ += fmt::format("base: {}\n", quote(p_.base));
         for (const auto& e : kEntries) write_entry(e);
         write_calibrated();
         return text_;
@@ -195,6 +197,11 @@ private:
                                      c.group_size, c.scope, quote(format_exact(c.curve.alpha)),
                                      quote(format_exact(c.curve.beta_bw)));
         }
+        if (!p_.measured_on.empty()) {
+            std::vector<std::string> items;
+            for (const auto& [key, figure] : p_.measured_on) items.push_back(fmt::format("{}: {}", key, quote(figure)));
+            text_ += fmt::format("  measured_on: {{{}}}\n", fmt::join(items, ", "));
+        }
         if (!p_.collective_times.empty()) {
             text_ += "  collective_times:\n";
             for (const auto& c : p_.collective_times)
@@ -211,6 +218,18 @@ private:
 };
 
 } // namespace
+
+std::map<std::string, std::string> datasheet_fingerprint(const HardwareProfile& p) {
+    std::map<std::string, std::string> out;
+    for (const auto& [prec, rate] : p.dense_peak)
+        out[fmt::format("compute.dense_peak.{}", to_string(prec))] = format_exact(rate);
+    out["memory.hbm_bandwidth"] = format_exact(p.hbm_bandwidth);
+    out["interconnect.nvlink_bandwidth"] = format_exact(p.nvlink_bandwidth);
+    out["node.nic_rate"] = format_exact(p.default_nic_rate);
+    // A figure of 0 (no NVLink) cannot be a unit string the reader takes as positive: left out.
+    std::erase_if(out, [](const auto& kv) { return kv.second.starts_with("0 "); });
+    return out;
+}
 
 void write_profile(const HardwareProfile& profile, const fs::path& file, bool force) {
     Diags missing;

@@ -155,8 +155,11 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--currency", plan_args.currency, "currency of --price (default USD)");
     plan_cmd->add_option("--top", plan_args.top, "plans to show (default 10)");
     plan_cmd->add_option("--rank", plan_args.rank, "days | cost (default: cost with --deadline-days, else days)");
-    plan_cmd->add_option("--deadline-days", plan_args.deadline_days, "cheapest plan that trains in at most this many days");
-    plan_cmd->add_option("--budget", plan_args.budget, "fastest plan that costs at most this much");
+    plan_cmd->add_option("--deadline-days", plan_args.deadline_days,
+                         "cheapest plan that trains in at most this many days (the expected wall clock; --days)");
+    plan_cmd->add_option("--budget", plan_args.budget,
+                         "fastest plan whose bill is at most this much (the expected run in whole billing units; "
+                         "--days)");
     plan_cmd->add_option("--max-micro-batch", plan_args.max_micro_batch, "largest micro-batch tried (default 8)");
     plan_cmd->add_option("--memory-headroom", plan_args.memory_headroom,
                          "HBM a plan must leave free against allocator fragmentation, e.g. 5% (default 5%)");
@@ -164,8 +167,9 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_flag("--no-prune", plan_args.no_prune, "simulate every plan that fits (no dominance / bound pruning)");
     plan_cmd->add_option("--threads", plan_args.threads, "worker threads (default: all cores)");
     plan_cmd->add_option("--days", plan_args.days,
-                         "steady | expected: days (and cost) ranked and held to --deadline-days / --budget, "
-                         "steady state or with checkpoints, failures and restarts (default steady)");
+                         "expected | steady: days and bill ranked and held to --deadline-days / --budget: the "
+                         "expected wall clock with checkpoints, failures and restarts and its bill in whole billing "
+                         "units (default), or the steady state");
     plan_cmd->add_option("--checkpoint-bandwidth", plan_args.checkpoint_bandwidth,
                          "checkpoint write bandwidth per node (default: the scenario's run.checkpoint_bandwidth, "
                          "5 GB/s)");

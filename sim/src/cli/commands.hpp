@@ -18,6 +18,7 @@
 #include "trainsim/sim/report/report.hpp"
 #include "trainsim/sim/report/trace.hpp"
 #include "trainsim/sim/run/estimate.hpp"
+#include "trainsim/sim/search/constraint_miss.hpp"
 #include "trainsim/sim/search/fit_advice.hpp"
 #include "trainsim/sim/search/plan_search.hpp"
 #include "trainsim/sim/search/scaling.hpp"
@@ -117,7 +118,10 @@ struct PlanArgs {
     bool frontier_csv = false; // with --csv: one row per GPU count (its best plan) instead
     bool quiet = false;
     bool no_offload = false;
-    std::string days = "steady";  // steady | expected: the days (and cost) ranked and filtered
+    // steady | expected: the days and the bill ranked and held to --deadline-days / --budget.
+    // Expected by default: the wall clock with failures and restarts, and the bill for it in whole
+    // billing units, is what a budget holder pays (issue #45).
+    std::string days = "expected";
     // Override the scenario's run.* settings (the key table's defaults without a scenario).
     std::optional<std::string> checkpoint_bandwidth;
     std::optional<double> gpu_mtbf_hours;
@@ -167,7 +171,9 @@ inline constexpr double kComputeOptimalTokensPerParam = 20.0;
 model::Plan plan_base(const PlanArgs& a);
 nlohmann::json frontier_json(const std::vector<CountBest>& frontier);
 
-void print_frontier_text(const std::vector<CountBest>& frontier, bool expected);
+// `miss`: why counts without a plan have none (explain_constraint_miss), when it was asked.
+void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, const std::string& currency,
+                         const std::optional<ConstraintMiss>& miss);
 
 int run_plan_search(const PlanArgs& a);
 

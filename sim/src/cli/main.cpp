@@ -1,5 +1,6 @@
 // trainsim: the command-line front end. The only place that turns exceptions into messages and
-// exit codes: 0 ok, 1 internal error, 2 bad input, 3 a plan does not fit in memory.
+// exit codes: 0 ok, 1 internal error, 2 bad input, 3 a plan does not fit in memory, 4 (`plan`) no plan
+// meets the deadline and the budget.
 #include "trainsim/model/core/errors.hpp"
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/model/workload/workload.hpp"

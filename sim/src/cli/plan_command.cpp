@@ -76,22 +76,93 @@ nlohmann::json frontier_json(const std::vector<CountBest>& frontier) {
     return arr;
 }
 
-void print_frontier_text(const std::vector<CountBest>& frontier, bool expected) {
+namespace {
+// A plan's bill as a table cell: the expected run's (what is paid) or the steady run's.
+std::string bill_cell(const RunEstimate& e, bool expected) {
+    return e.priced ? fmt::format("{:.0f}", expected ? e.expected_cost : e.cost) : std::string("no price");
+}
+} // namespace
+
+void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, const std::string& currency,
+                         const std::optional<ConstraintMiss>& miss) {
     std::cout << "\nbest plan per GPU count ('*': on the days-vs-cost Pareto front, no count is both faster and "
                  "cheaper):\n";
-    std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>12} {:>9} {:>6}\n", "GPUs", "best layout",
-                             expected ? "exp.days" : "days", expected ? "exp.cost" : "cost", "tok/s/GPU", "MFU");
+    // Both days, and the bill of the expected run (what is paid); the steady run's cost too when
+    // the search ranked on it (--days steady).
+    std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>9} {:>12}{} {:>9} {:>6}\n", "GPUs", "best layout", "days",
+                             "exp.days", "bill " + currency,
+                             expected ? std::string() : fmt::format(" {:>12}", "steady " + currency), "tok/s/GPU",
+                             "MFU");
     for (const auto& f : frontier) {
         if (!f.best) {
-            std::cout << fmt::format("  {:>5}  {}\n", f.gpus, "no layout fits and meets the constraints");
+            // What excluded the count, where the constraints were explained (else nothing fits).
+            std::string why = "no layout fits in memory";
+            if (miss)
+                for (const auto& c : miss->counts)
+                    if (c.gpus == f.gpus && !c.excluded_by.empty())
+                        why = fmt::format("no plan: excluded by the {}", fmt::join(c.excluded_by, " and the "));
+            std::cout << fmt::format("  {:>5}  {}\n", f.gpus, why);
             continue;
         }
         const auto& e = f.best->estimate;
-        std::cout << fmt::format("{} {:>5}  {:<40} {:>8.1f} {:>12.0f} {:>9.0f} {:>5.1f}%\n", f.pareto ? " *" : "  ",
-                                 f.gpus, layout_label(f.best->plan), expected ? e.expected_days : e.days_to_train,
-                                 expected ? e.expected_cost : e.cost, e.tokens_per_s_per_gpu, 100 * e.mfu);
+        std::cout << fmt::format("{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12}{} {:>9.0f} {:>5.1f}%\n",
+                                 f.pareto ? " *" : "  ", f.gpus, layout_label(f.best->plan), e.days_to_train,
+                                 e.expected_days, bill_cell(e, true),
+                                 expected ? std::string() : fmt::format(" {:>12}", bill_cell(e, false)),
+                                 e.tokens_per_s_per_gpu, 100 * e.mfu);
     }
 }
+
+namespace {
+// {"reason": "memory" | "constraints", ...}: why `plan` has no plan (docs/plan-search.md "When
+// nothing meets the constraints"). With the constraints: the plans the search gives without them,
+// each with the constraints it misses, per count what excluded it, and the extrapolated GPUs that
+// would meet the deadline where the searched counts' scaling says so (else null).
+nlohmann::json no_plan_json(const std::optional<ConstraintMiss>& miss, const SearchOptions& o, bool offload) {
+    auto opt_num = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    nlohmann::json j{{"reason", miss ? "constraints" : "memory"},
+                     {"deadline_days", opt_num(o.deadline_days)},
+                     {"budget", opt_num(o.budget)},
+                     {"days", o.basis == DaysBasis::expected ? "expected" : "steady"}};
+    if (!miss) return j;
+    auto one = [&](const std::optional<RankedPlan>& r) {
+        if (!r) return nlohmann::json(nullptr);
+        auto pj = plan_json(r->plan, r->estimate);
+        pj["excluded_by"] = constraints_missed(r->estimate, o);
+        return pj;
+    };
+    j["fastest"] = one(miss->fastest);
+    j["cheapest"] = one(miss->cheapest);
+    j["cheapest_within_deadline"] = one(miss->cheapest_on_time);
+    j["fastest_within_budget"] = one(miss->fastest_in_budget);
+    nlohmann::json counts = nlohmann::json::array();
+    for (const auto& c : miss->counts) {
+        const bool exp = o.basis == DaysBasis::expected;
+        counts.push_back({{"num_gpus", c.gpus},
+                          {"excluded_by", c.excluded_by},
+                          {"fastest_days", c.fastest ? nlohmann::json(exp ? c.fastest->estimate.expected_days
+                                                                          : c.fastest->estimate.days_to_train)
+                                                     : nlohmann::json(nullptr)},
+                          {"cheapest_cost",
+                           c.cheapest && c.cheapest->estimate.priced
+                               ? nlohmann::json(exp ? c.cheapest->estimate.expected_cost : c.cheapest->estimate.cost)
+                               : nlohmann::json(nullptr)}});
+    }
+    j["counts"] = counts;
+    if (miss->deadline_gpus && miss->fastest) {
+        const auto& x = *miss->deadline_gpus;
+        j["gpus_to_meet_deadline"] = {{"gpus", x.gpus},
+                                      {"more_gpus", x.gpus - miss->fastest->plan.num_gpus()},
+                                      {"extrapolated_from", {x.from_gpus, x.to_gpus}},
+                                      {"exponent", x.exponent},
+                                      {"searched", false}};
+    } else {
+        j["gpus_to_meet_deadline"] = nullptr;
+    }
+    j["offload_tried"] = offload;
+    return j;
+}
+} // namespace
 
 int run_plan_search(const PlanArgs& a) {
     if (a.json && a.csv) plan_arg_error("--csv", "--json and --csv are exclusive");
@@ -220,9 +291,21 @@ int run_plan_search(const PlanArgs& a) {
         for (auto& r : offload_res->plans) attach_band(r.estimate, r.plan, em);
         if (offload_res->plans.empty()) offload_res.reset();
     }
-    // No plan at all: how close the nearest layout comes and what makes one fit.
+    // No plan at all, and why: memory (no layout fits: how close the nearest comes and what makes
+    // one fit; exit 3), or the constraints (layouts fit but none meets the deadline and the budget:
+    // which excluded what; exit 4). Memory advice about a layout that already fits would be wrong.
+    const std::size_t fitting = res.stats.enumerated - res.stats.invalid - res.stats.does_not_fit;
+    const bool constrained = o.deadline_days.has_value() || o.budget.has_value();
+    std::optional<ConstraintMiss> miss;
+    const bool some_count_excluded =
+        std::any_of(res.frontier.begin(), res.frontier.end(), [](const CountBest& f) { return !f.best; });
+    if (constrained && fitting > 0 && ((res.plans.empty() && !offload_res) || some_count_excluded)) {
+        SearchOptions mo = o;
+        mo.progress = nullptr;
+        miss = explain_constraint_miss(base, mo);
+    }
     std::optional<FitAdvice> advice;
-    if (res.plans.empty() && !offload_res && res.stats.does_not_fit > 0) {
+    if (res.plans.empty() && !offload_res && fitting == 0 && res.stats.does_not_fit > 0) {
         SearchSpace all_counts = o.space;
         all_counts.gpu_counts = counts;
         advice = fit_advice(enumerate_layouts(base, all_counts), o.memory_headroom);
@@ -321,6 +404,8 @@ int run_plan_search(const PlanArgs& a) {
                                {"pruned_critical_path", s.pruned_critical_path},
                                {"simulated", s.simulated},
                                {"filtered", s.filtered},
+                               {"filtered_deadline", s.filtered_deadline},
+                               {"filtered_budget", s.filtered_budget},
                                {"folded_equivalent", folded_count},
                                {"seconds", s.seconds},
                                {"rank", o.rank == RankBy::days ? "days" : "cost"},
@@ -328,7 +413,19 @@ int run_plan_search(const PlanArgs& a) {
                                {"recommended", recommended + 1},
                                {"recommended_why", why_recommended},
                                {"days", a.days}}}};
-            if (!res.frontier.empty()) j["frontier"] = frontier_json(res.frontier);
+            if (!res.frontier.empty()) {
+                j["frontier"] = frontier_json(res.frontier);
+                // Why a count has no plan: "memory", "deadline", "budget" (docs/plan-search.md).
+                for (std::size_t i = 0; i < res.frontier.size(); ++i) {
+                    nlohmann::json why = nlohmann::json::array();
+                    if (!res.frontier[i].best && miss)
+                        for (const auto& c : miss->counts)
+                            if (c.gpus == res.frontier[i].gpus) why = c.excluded_by;
+                    if (!res.frontier[i].best && !miss) why.push_back("memory");
+                    j["frontier"][i]["excluded_by"] = why;
+                }
+            }
+            if (res.plans.empty()) j["no_plan"] = no_plan_json(miss, o, offload_res.has_value());
             if (offload_res) {
                 nlohmann::json off = nlohmann::json::array();
                 for (const auto& r : offload_res->plans) off.push_back(plan_json(r.plan, r.estimate));
@@ -361,7 +458,7 @@ int run_plan_search(const PlanArgs& a) {
         } else {
             std::cout << plans_csv(arr);
         }
-        return res.plans.empty() && !offload_res ? kExitDoesNotFit : kExitOk;
+        return res.plans.empty() && !offload_res ? (miss ? kExitNoPlanMeetsConstraints : kExitDoesNotFit) : kExitOk;
     }
 
     const auto& s = res.stats;
@@ -376,7 +473,8 @@ int run_plan_search(const PlanArgs& a) {
                              s.pruned_critical_path, s.simulated,
                              s.filtered ? fmt::format(", {} over the deadline/budget", s.filtered) : "");
     const bool expected = o.basis == DaysBasis::expected;
-    const char* basis = expected ? "expected: checkpoints, failures, restarts" : "steady state";
+    const char* basis =
+        expected ? "expected: checkpoints, failures, restarts; billed in whole units" : "steady state (--days steady)";
     if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days ({})\n", *a.deadline_days, basis);
     if (a.budget) std::cout << fmt::format("budget: {:g} {} total ({})\n", *a.budget, base.pricing.currency, basis);
     std::cout << fmt::format("ranked by {} ({})\n\n", o.rank == RankBy::days ? "days to train" : "total cost", basis);
@@ -418,19 +516,28 @@ int run_plan_search(const PlanArgs& a) {
             }
             return kExitOk;
         }
-        std::cout << "no plan fits in memory and meets the constraints\n";
+        if (miss) {
+            std::cout << format_constraint_miss(*miss, o, base.pricing.currency);
+            return kExitNoPlanMeetsConstraints;
+        }
+        std::cout << "no plan fits in memory\n";
         if (advice) std::cout << "\n" << format_fit_advice(*advice);
         return kExitDoesNotFit;
     }
-    std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>12} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
-                             "days", "exp.days", expected ? "exp.cost" : "cost", "tok/s/GPU", "MFU", "mem GiB");
+    // Every row: steady and expected days and the bill of the expected run (whole billing units:
+    // what is paid); with --days steady also the steady run's cost, which the ranking then used.
+    const std::string& cur = base.pricing.currency;
+    std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>12}{} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
+                             "days", "exp.days", "bill " + cur,
+                             expected ? std::string() : fmt::format(" {:>12}", "steady " + cur), "tok/s/GPU", "MFU",
+                             "mem GiB");
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
-        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12} {:>9.0f} {:>5.1f}% {:>8.1f}\n", i + 1,
-                                 tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
-                                 e.expected_days,
-                                 e.priced ? fmt::format("{:.0f}", expected ? e.expected_cost : e.cost) : "no price",
+        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12}{} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
+                                 i + 1, tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
+                                 e.expected_days, bill_cell(e, true),
+                                 expected ? std::string() : fmt::format(" {:>12}", bill_cell(e, false)),
                                  e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
     }
     std::cout << "\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n";
@@ -453,7 +560,7 @@ int run_plan_search(const PlanArgs& a) {
         rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600, rt.expected_failures,
         rt.expected_planned, rt.restart_s / 60);
     if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
-    if (!res.frontier.empty()) print_frontier_text(res.frontier, expected);
+    if (!res.frontier.empty()) print_frontier_text(res.frontier, expected, cur, miss);
     if (offload_res) {
         std::cout << fmt::format("\nno GPU-only layout fits on {} GPU(s); with CPU offload there:\n",
                                  fmt::join(no_fit_counts, ","));

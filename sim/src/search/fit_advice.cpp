@@ -5,6 +5,7 @@
 #include "trainsim/sim/search/plan_search.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <limits>
 
@@ -39,6 +40,15 @@ model::Plan without_pipeline(model::Plan p) {
     p.parallel.pp = 1;
     p.parallel.vp = 1;
     return p;
+}
+
+// Whether two plans have the same values of every setting a knob turns.
+bool same_knobs(const model::Plan& a, const model::Plan& b) {
+    const auto& x = a.parallel;
+    const auto& y = b.parallel;
+    return x.tp == y.tp && x.pp == y.pp && x.vp == y.vp && x.cp == y.cp && x.dp == y.dp && x.sharding == y.sharding &&
+           x.recompute == y.recompute && x.recompute_layers == y.recompute_layers && x.offload == y.offload &&
+           a.training.micro_batch == b.training.micro_batch;
 }
 
 double memory_ratio(const model::Plan& p) {
@@ -86,13 +96,20 @@ FitAdvice fit_advice(const std::vector<model::Plan>& candidates, double headroom
         p.parallel.offload = model::Offload::params;
         return p;
     };
-    a.knobs.push_back(try_plan("parallel.recompute: full", full(c), headroom));
-    a.knobs.push_back(try_plan("parallel.sharding: zero3 (pp 1)", zero3(c), headroom));
-    a.knobs.push_back(try_plan("training.micro_batch: 1", mb1(c), headroom));
-    a.knobs.push_back(try_plan("parallel.offload: optimizer", offload_optimizer(c), headroom));
-    a.knobs.push_back(try_plan("parallel.offload: params (zero3, pp 1)", offload_params(c), headroom));
-    a.knobs.push_back(try_plan("all of them: zero3, full recompute, micro-batch 1, offload: params",
-                               offload_params(mb1(full(c))), headroom));
+    // A knob that changes nothing (the closest layout already has full recompute, a micro-batch
+    // of 1, ...) is not advice: it is listed as already in the plan instead (issue #45).
+    auto knob = [&](const char* what, const model::Plan& p) {
+        if (same_knobs(p, c))
+            a.already_in_plan.emplace_back(what);
+        else
+            a.knobs.push_back(try_plan(what, p, headroom));
+    };
+    knob("parallel.recompute: full", full(c));
+    knob("parallel.sharding: zero3 (pp 1)", zero3(c));
+    knob("training.micro_batch: 1", mb1(c));
+    knob("parallel.offload: optimizer", offload_optimizer(c));
+    knob("parallel.offload: params (zero3, pp 1)", offload_params(c));
+    knob("all of them: zero3, full recompute, micro-batch 1, offload: params", offload_params(mb1(full(c))));
 
     // The fewest GPUs at which a GPU-only layout fits: the request doubled, up to 64x.
     SearchSpace space;
@@ -182,6 +199,7 @@ nlohmann::json fit_advice_json(const FitAdvice& a) {
               {"memory_gib", a.closest_memory_gib},
               {"capacity_gib", a.capacity_gib}}},
             {"knobs", knobs},
+            {"knobs_already_in_plan", a.already_in_plan},
             {"more_gpus", a.more_gpus ? knob_json(*a.more_gpus) : nlohmann::json(nullptr)}};
 }
 
@@ -191,6 +209,8 @@ std::string format_fit_advice(const FitAdvice& a) {
         "less the headroom)\nwhat makes it fit, each knob on that layout:\n",
         a.closest.num_gpus(), layout_label(a.closest), a.closest_memory_gib, a.capacity_gib);
     for (const auto& k : a.knobs) s += knob_text(k);
+    if (!a.already_in_plan.empty())
+        s += fmt::format("  (already in that layout: {})\n", fmt::join(a.already_in_plan, "; "));
     if (a.more_gpus)
         s += "the fewest GPUs at which a GPU-only layout fits:\n" + knob_text(*a.more_gpus);
     else

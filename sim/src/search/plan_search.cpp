@@ -596,7 +596,8 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     std::vector<std::pair<std::pair<double, double>, std::size_t>> accepted_keys;  // sorted, at most `top`
     std::vector<std::optional<RunEstimate>> est(cand.size());
     std::size_t done = 0;
-    std::atomic<std::size_t> pruned_bound{0}, pruned_critical_path{0}, simulated{0}, filtered{0};
+    std::atomic<std::size_t> pruned_bound{0}, pruned_critical_path{0}, simulated{0}, filtered{0}, filtered_deadline{0},
+        filtered_budget{0};
     auto report = [&] {
         ++done;
         if (opt.progress) opt.progress(done, cand.size());
@@ -607,16 +608,20 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     std::sort(searched.begin(), searched.end());
     searched.erase(std::unique(searched.begin(), searched.end()), searched.end());
     const bool per_count = searched.size() > 1;
-    std::map<int, double> count_best; // GPU count -> primary metric of its best accepted plan
-    auto primary = [&](const Metrics& m) { return opt.rank == RankBy::days ? m.days : m.cost; };
+    // GPU count -> ranking key of its best accepted plan.
+    std::map<int, std::pair<double, double>> count_best;
     // Whether a plan of `gpus` GPUs whose metrics are at least `m` can no longer be listed. Call
     // under `mu`.
     auto hopeless = [&](const Metrics& m, int gpus) {
         if (!passes_filters(m, opt)) return true;
-        if (accepted_keys.size() < top || primary(m) <= accepted_keys.back().first.first) return false;
+        // Compared as whole ranking keys (primary, then secondary metric), both bounded below by
+        // `m`: a plan whose bound ties the threshold's primary metric (whole billing units make
+        // many costs equal) but is slower is worse too, and is dropped.
+        const auto key = rank_key(m, opt.rank);
+        if (accepted_keys.size() < top || key <= accepted_keys.back().first) return false;
         if (!per_count) return true;
         const auto it = count_best.find(gpus);
-        return it != count_best.end() && primary(m) > it->second;
+        return it != count_best.end() && key > it->second;
     };
     auto has_threshold = [&] { return accepted_keys.size() >= top || opt.deadline_days || opt.budget; };
     parallel_for(order.size(), threads, [&](std::size_t k) {
@@ -648,7 +653,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         ++simulated;
         std::lock_guard lock(mu);
         if (e.fits && e.step && passes_filters(metrics_of(e, opt), opt)) {
-            const double v = primary(metrics_of(e, opt));
+            const auto v = rank_key(metrics_of(e, opt), opt.rank);
             auto [it, fresh] = count_best.try_emplace(p.num_gpus(), v);
             if (!fresh) it->second = std::min(it->second, v);
             accepted_keys.emplace_back(rank_key(metrics_of(e, opt), opt.rank), cand[c]);
@@ -656,6 +661,11 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
             if (accepted_keys.size() > top) accepted_keys.pop_back();
         } else {
             ++filtered;
+            if (e.fits && e.step) {
+                const Metrics m = metrics_of(e, opt);
+                if (opt.deadline_days && m.days > *opt.deadline_days) ++filtered_deadline;
+                if (opt.budget && m.cost > *opt.budget) ++filtered_budget;
+            }
         }
         est[c] = std::move(e);
         report();
@@ -664,6 +674,8 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     st.pruned_critical_path = pruned_critical_path;
     st.simulated = simulated;
     st.filtered = filtered;
+    st.filtered_deadline = filtered_deadline;
+    st.filtered_budget = filtered_budget;
 
     // 4. Rank every accepted plan (not just the running top list) by (metric, enumeration index).
     std::vector<std::pair<std::pair<double, double>, std::size_t>> ranked;

@@ -58,10 +58,14 @@ std::string framework_family(const std::string& framework) {
     return "megatron-core"; // megatron-core, nemo
 }
 
+const std::string& trust_gpu(const model::HardwareProfile& hw) {
+    return hw.base.empty() ? hw.id : hw.base;
+}
+
 Regime regime_of(const model::Plan& plan, const StepResult* step) {
     Regime r;
     r.family = framework_family(plan.parallel.framework);
-    const std::string& id = plan.hardware.id;
+    const std::string& id = trust_gpu(plan.hardware);
     r.gpu_gen = id.starts_with("a100")                                                         ? "ampere"
                 : (id.starts_with("h100") || id.starts_with("h200") || id.starts_with("h800")) ? "hopper"
                                                                                                : "other";
@@ -78,7 +82,7 @@ PlanFeatures features_of(const model::Plan& plan) {
     PlanFeatures f;
     f.params = model::count_params(plan.model).total;
     f.gpus = plan.num_gpus();
-    f.gpu = plan.hardware.id;
+    f.gpu = trust_gpu(plan.hardware);
     f.precision = model::to_string(plan.precision);
     f.family = framework_family(plan.parallel.framework);
     f.seq_len = plan.training.seq_len;
@@ -388,8 +392,10 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
             const double resid = std::hypot(c * hw.compute_fit_residual, k * hw.comm_fit_residual);
             constexpr double kZ90 = 1.2816;
             const double keep = 1.0 - m.hardware_share;
-            lo = std::sqrt(lo * lo * keep + kZ90 * kZ90 * resid * resid);
-            hi = std::sqrt(hi * hi * keep + kZ90 * kZ90 * resid * resid);
+            // Calibration narrows, never widens (issue #45): fits worse than the variance they
+            // remove leave the band as it was.
+            lo = std::min(lo, std::sqrt(lo * lo * keep + kZ90 * kZ90 * resid * resid));
+            hi = std::min(hi, std::sqrt(hi * hi * keep + kZ90 * kZ90 * resid * resid));
             band.basis += fmt::format(
                 "; narrowed by the calibrated profile's fits (residuals {:.1f}% compute, {:.1f}% "
                 "communication; {:.0f}% of the variance is between GPUs)",

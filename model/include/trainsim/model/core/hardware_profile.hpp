@@ -3,6 +3,7 @@
 // carries its unit and its source. See docs/profile-format.md.
 #pragma once
 
+#include "trainsim/model/core/errors.hpp"
 #include "trainsim/model/core/units.hpp"
 
 #include <map>
@@ -88,6 +89,10 @@ struct HardwareProfile {
     std::string id;
     std::string name;
     Provenance provenance = Provenance::datasheet_published;
+    // The shipped profile a calibrated profile was fitted on (`trainsim-calibrate fit --base`), by
+    // id; empty for a profile that is not a fit. The error bands judge the plan by this GPU's
+    // published runs (docs/trust.md "Calibrated profiles"): a fitted node is that GPU, measured.
+    std::string base;
     std::string source_file;  // path the profile was read from (for reports)
 
     // --- compute ---
@@ -184,6 +189,15 @@ struct HardwareProfile {
     std::map<Precision, AlphaBeta> memory_curve;
     std::vector<CollectiveCurve> collectives;
     std::vector<CollectiveSample> collective_times;
+    // The datasheet figures the calibrated tables were measured on (`calibrated.measured_on`:
+    // profile key -> the figure as written, e.g. "interconnect.nvlink_bandwidth" -> "300 GB/s"), a
+    // fingerprint written by `trainsim-calibrate fit`. The reader drops the tables a changed figure
+    // governs (a profile copied and edited by hand) with a warning naming the key: keys in
+    // kMeasuredOnKeys (profile_io.hpp).
+    std::map<std::string, std::string> measured_on;
+    // Load warnings (file:line:col and key): said, not fatal (the scenario loader passes them on
+    // with its own).
+    std::vector<Diagnostic> warnings;
 
     // Where each value comes from, keyed by its path in the profile file ("memory.hbm_bandwidth",
     // "compute.dense_peak.fp8"; "calibrated" for the calibrated tables). Filled by load_profile;

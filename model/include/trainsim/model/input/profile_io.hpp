@@ -8,7 +8,9 @@
 #include "trainsim/model/core/hardware_profile.hpp"
 
 #include <filesystem>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainsim::model {
@@ -27,6 +29,16 @@ namespace trainsim::model {
 // Writes a profile in the same format (used by trainsim-calibrate fit). Never overwrites unless
 // force; throws ProfileError naming the file otherwise.
 void write_profile(const HardwareProfile& profile, const std::filesystem::path& file, bool force);
+
+// The datasheet figures a calibrated table depends on, by profile key (`calibrated.measured_on`):
+// the dense peaks govern the GEMM table of their precision, the HBM bandwidth the memory curves,
+// the NVLink rate the intra-node collectives and the NIC rate the inter-node ones.
+inline constexpr std::string_view kMeasuredOnKeys[] = {"compute.dense_peak.bf16",       "compute.dense_peak.fp16",
+                                                       "compute.dense_peak.fp8",        "memory.hbm_bandwidth",
+                                                       "interconnect.nvlink_bandwidth", "node.nic_rate"};
+// The profile's figures of kMeasuredOnKeys as measured_on records them ("300 GB/s"), for a fit to
+// store with the tables it measured (absent peaks are left out).
+[[nodiscard]] std::map<std::string, std::string> datasheet_fingerprint(const HardwareProfile& p);
 
 // Ids (file stems) of the *.yaml files in dir, sorted; empty when dir does not exist.
 [[nodiscard]] std::vector<std::string> list_ids(const std::filesystem::path& dir);

@@ -33,7 +33,10 @@ struct FitAdvice {
     model::Plan closest; // the valid layout nearest to fitting (least memory over the HBM)
     double closest_memory_gib = 0;
     double capacity_gib = 0;    // the HBM less the headroom
-    std::vector<KnobTry> knobs; // each knob on `closest`
+    std::vector<KnobTry> knobs; // each knob on `closest` that changes it
+    // The knobs `closest` already has (e.g. "training.micro_batch: 1" on a layout with micro-batch
+    // 1): never proposed as a change.
+    std::vector<std::string> already_in_plan;
     // The fewest GPUs at which a GPU-only layout fits, with the layout needing the least memory
     // there (simulated); absent when none does up to 64x the request.
     std::optional<KnobTry> more_gpus;

@@ -51,9 +51,10 @@ struct SearchSpace {
 struct SearchOptions {
     SearchSpace space;
     RankBy rank = RankBy::days;
+    // The CLI's default is expected (`plan --days`, issue #45): what is billed.
     DaysBasis basis = DaysBasis::steady;
     std::optional<double> deadline_days;  // keep plans whose days (on `basis`) <= this
-    std::optional<double> budget;         // keep plans whose total cost (on `basis`) <= this (plan currency)
+    std::optional<double> budget;         // keep plans whose bill (on `basis`) <= this (plan currency)
     std::size_t top = 10;                 // plans returned (ranked); the pruning keeps these exact
     unsigned threads = 0;                 // 0: std::thread::hardware_concurrency()
     // Provable pruning (dominated recompute policies, stream-sum and critical-path lower bounds);
@@ -75,6 +76,8 @@ struct SearchStats {
     std::size_t pruned_critical_path = 0;  // critical-path lower bound already worse than the top plans
     std::size_t simulated = 0;
     std::size_t filtered = 0;           // simulated but over the deadline or budget
+    std::size_t filtered_deadline = 0;  // of those, over the deadline (a plan over both counts in both)
+    std::size_t filtered_budget = 0;    // of those, over the budget
     double seconds = 0;
 };
 

@@ -43,11 +43,15 @@ inline constexpr double kHostHeavyShare = 0.5;
 // The framework family of a `parallel.framework` value (empty: megatron-core, the default stack).
 [[nodiscard]] std::string framework_family(const std::string& framework);
 
+// The GPU a profile's plans are judged as: a fitted profile's base (`fit --base`: the node it
+// measured is that GPU), else the profile's own id.
+[[nodiscard]] const std::string& trust_gpu(const model::HardwareProfile& hw);
+
 // What a plan is, for judging whether published runs are near it.
 struct PlanFeatures {
     double params = 0; // model parameters
     int gpus = 0;
-    std::string gpu;       // profile id
+    std::string gpu;       // profile id (trust_gpu: a fitted profile's base)
     std::string precision; // bf16 | fp16 | fp8
     std::string family;
     int seq_len = 0;
@@ -134,8 +138,8 @@ struct Band {
 // With a calibrated profile (its fit residuals present) and the plan's step breakdown, the band
 // keeps the part of the variance that is not the GPU's (1 - hardware_share) and adds the fits'
 // own error, compute and communication weighted by their shares of the step:
-//   d' = sqrt(d^2 (1 - hardware_share) + (1.2816 r)^2),  r = sqrt((c r_compute)^2 + (m r_comm)^2)
-// for each side's deviation d from the median (1.2816: the normal 90th percentile, taking each
+//   d' = min(d, sqrt(d^2 (1 - hardware_share) + (1.2816 r)^2)),  r = sqrt((c r_compute)^2 + (m r_comm)^2)
+// for each side's deviation d from the median (never wider than d) (1.2816: the normal 90th percentile, taking each
 // residual as one standard deviation).
 // `step` (when given) is the plan's simulated step: its host share picks the regime's last
 // level, and its breakdown weighs a calibrated profile's residuals.
