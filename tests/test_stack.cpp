@@ -100,6 +100,22 @@ TEST_CASE("apply_stack multiplies what each factor scales, and nothing else", "[
     CHECK_THROWS_AS(apply_stack(hw, f, "t"), std::invalid_argument);
 }
 
+TEST_CASE("factors of 1 leave every shipped profile's predictions exactly as they are", "[stack][data]") {
+    using namespace trainsim;
+    std::array<double, model::kStackParams> ones{};
+    ones.fill(1.0);
+    for (const auto& id : model::list_ids(fs::path(TRAINSIM_TEST_DATA_DIR) / "hardware")) {
+        auto plan = test::small_plan(8, 1, 1, 16, 2);
+        plan.hardware = model::resolve_profile(id, fs::current_path(), TRAINSIM_TEST_DATA_DIR);
+        plan.cluster.gpus_per_node = 8;
+        plan.parallel.sequence_parallel = true;
+        auto with = plan;
+        with.hardware = model::apply_stack(plan.hardware, ones, "ones");
+        INFO(id);
+        CHECK(sim::estimate_plan(with).step_time_s == sim::estimate_plan(plan).step_time_s);
+    }
+}
+
 TEST_CASE("a stack profile reads back exactly as written, and bad ones name file, line and key", "[stack]") {
     using namespace trainsim::model;
     StackProfile s;
@@ -151,10 +167,22 @@ TEST_CASE("a stack profile reads back exactly as written, and bad ones name file
     CHECK(d[0].line == 4);
     CHECK(d[0].key == "factors.host_time");
     d = diag("stack_profile: 1\nname: x\nfactors: {}\nfit:\n  covariance_log: [[1, 2]]\n");
-    REQUIRE(d.size() == 1);
+    REQUIRE(d.size() == 3);  // the covariance's shape; no runs; no evidence
     CHECK(d[0].key == "fit.covariance_log");
+    CHECK(d[0].line == 5);
     d = diag("name: x\n");
     CHECK(d.size() == 2);  // no version, no factors
+    // A fit names its runs and what they covered; a covariance must be one.
+    d = diag("stack_profile: 1\nname: x\nfactors: {}\nfit:\n  covariance_log: [[1,0,0,0,0,0,0,0],[0,1,0,0,0,0,0,0],"
+             "[0,0,1,0,0,0,0,0],[0,0,0,1,0,0,0,0],[0,0,0,0,1,0,0,0],[0,0,0,0,0,1,0,0],[0,0,0,0,0,0,1,0],"
+             "[0,0,0,0,0,0,0,1]]\n");
+    CHECK(d.size() == 2);
+    auto fitted = s;
+    fitted.covariance_log[1] = fitted.covariance_log[kStackParams] = -0.5; // |c| > sqrt(0.01 x 0.02)
+    d = diag(render_stack_profile(fitted));
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].key == "fit");
+    CHECK_THAT(d[0].message, Catch::Contains("is not a covariance"));
 }
 
 TEST_CASE("fit-stack recovers the runs of a known stack, a single run frees one parameter, one node leaves the "
@@ -253,8 +281,10 @@ TEST_CASE("validate with a fitted stack: rows that are runs of the fit are flagg
     CHECK(rep.in_fit == 1);
     CHECK(rep.overall.n == 1);
     CHECK(rep.rows[1].has_band);
-    CHECK(rep.rows[1].predicted_p10 < rep.rows[1].predicted);
-    CHECK(rep.rows[1].predicted_p90 > rep.rows[1].predicted);
+    // The row's band is the fit's, widened to span the uncalibrated one only where the plan is
+    // beyond the runs (here none is given, so it is stack_band's own): p90 / p10 = exp(2 z sd).
+    const auto sb = sim::stack_band(rest[1].plan, *stack);
+    CHECK(rep.rows[1].predicted_p90 / rep.rows[1].predicted_p10 == Approx(std::exp(2 * 1.2815515655 * sb.sd_log)));
     // tp 8 on 8 GPUs is beyond runs of tp <= 2 and 2 GPUs: said.
     CHECK_FALSE(rep.rows[1].out_of_domain.empty());
     const auto j = sim::report_json(rep);

@@ -48,16 +48,19 @@ HardwareProfile apply_stack(const HardwareProfile& hw, const std::array<double, 
     for (const double v : f)
         if (!(v > 0) || !std::isfinite(v)) throw std::invalid_argument("apply_stack: a factor is not a positive number");
     HardwareProfile out = hw;
-    auto cap = [](double v) { return std::min(v, 1.0); };
+    // An efficiency scaled by a factor stays at most 1, or at most what the profile gives where it
+    // is above 1 (NVLS all-reduce's bus bandwidth exceeds the link rate: 1.06-1.07 on Hopper), so
+    // that factors of 1 leave every profile exactly as it is.
+    auto scaled = [](double e, double factor) { return std::min(e * factor, std::max(e, 1.0)); };
     const double gemm = f[static_cast<std::size_t>(StackParam::gemm)];
-    for (auto& [p, e] : out.gemm_efficiency) e = cap(e * gemm);
+    for (auto& [p, e] : out.gemm_efficiency) e = scaled(e, gemm);
     for (auto& s : out.gemm_table) s.time = Time::from_seconds(s.time.seconds() / gemm);
     const double att = f[static_cast<std::size_t>(StackParam::attention)];
     for (double* e : {&out.attention_fwd_efficiency, &out.attention_bwd_efficiency, &out.triton_attention_fwd_efficiency,
                       &out.triton_attention_bwd_efficiency, &out.flash2_attention_fwd_efficiency,
                       &out.flash2_attention_bwd_efficiency})
-        *e = cap(*e * att);
-    out.hbm_efficiency = cap(out.hbm_efficiency * f[static_cast<std::size_t>(StackParam::memory_bound)]);
+        *e = scaled(*e, att);
+    out.hbm_efficiency = scaled(out.hbm_efficiency, f[static_cast<std::size_t>(StackParam::memory_bound)]);
     for (auto& [p, c] : out.memory_curve)
         c.beta_bw = c.beta_bw * f[static_cast<std::size_t>(StackParam::memory_bound)];
     out.kernel_overhead =
@@ -67,13 +70,20 @@ HardwareProfile apply_stack(const HardwareProfile& hw, const std::array<double, 
     out.host_op_overhead = Time::from_seconds(out.host_op_overhead.seconds() * host);
     const double intra = f[static_cast<std::size_t>(StackParam::comm_intra)];
     const double inter = f[static_cast<std::size_t>(StackParam::comm_inter)];
-    out.nvlink_efficiency = cap(out.nvlink_efficiency * intra);
-    out.nvls_efficiency = cap(out.nvls_efficiency * intra);
-    out.pcie_efficiency = cap(out.pcie_efficiency * intra);
-    out.nic_efficiency = cap(out.nic_efficiency * inter);
+    out.nvlink_efficiency = scaled(out.nvlink_efficiency, intra);
+    out.nvls_efficiency = scaled(out.nvls_efficiency, intra);
+    out.pcie_efficiency = scaled(out.pcie_efficiency, intra);
+    out.nic_efficiency = scaled(out.nic_efficiency, inter);
     for (auto& s : out.collective_times)
         s.time = Time::from_seconds(s.time.seconds() / (s.scope == "inter_node" ? inter : intra));
-    for (auto& c : out.collectives) c.curve.beta_bw = c.curve.beta_bw * (c.scope == "inter_node" ? inter : intra);
+    // Measured collectives (times, and the alpha-beta curves fitted on them) are divided whole, as
+    // the stack's collectives run: their latency and their bandwidth alike. The modelled ones take
+    // the factor on the link efficiency above (the per-hop latencies are the fabric's).
+    for (auto& c : out.collectives) {
+        const double k = c.scope == "inter_node" ? inter : intra;
+        c.curve.beta_bw = c.curve.beta_bw * k;
+        c.curve.alpha = Time::from_seconds(c.curve.alpha.seconds() / k);
+    }
     out.comm_compute_slowdown *= f[static_cast<std::size_t>(StackParam::overlap)];
     if (!stack_name.empty()) out.sources["stack"] = "stack profile '" + stack_name + "' applied (factors on this profile)";
     return out;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <optional>
 
 namespace trainsim::model {
@@ -126,6 +127,24 @@ private:
             }
         }
         if (!has_cov) report(out_, f.key_site, "missing key 'covariance_log' (the fit's 8 x 8 covariance)");
+        if (s_.runs.empty()) report(out_, f.key_site, "a fit names the runs it was fitted on: 'runs' is missing or empty");
+        if (s_.evidence.max_gpus == 0)
+            report(out_, f.key_site, "a fit states what its runs covered: 'evidence' with max_gpus is missing");
+        // The covariance must be one: symmetric, and no correlation beyond +-1.
+        for (std::size_t a = 0; a < kStackParams && has_cov; ++a)
+            for (std::size_t b = a + 1; b < kStackParams; ++b) {
+                const double ab = s_.covariance_log[a * kStackParams + b], ba = s_.covariance_log[b * kStackParams + a];
+                const double bound = std::sqrt(s_.covariance_log[a * kStackParams + a] * s_.covariance_log[b * kStackParams + b]);
+                if (std::abs(ab - ba) > 1e-9 * std::max(1.0, std::abs(ab)) || std::abs(ab) > bound * (1 + 1e-9) + 1e-300) {
+                    report(out_, f.key_site,
+                           fmt::format("covariance_log[{}][{}] = {} is not a covariance with [{}][{}] = {} and the "
+                                       "variances {} and {} (symmetric, |c_ab| <= sqrt(c_aa c_bb))",
+                                       a, b, ab, b, a, ba, s_.covariance_log[a * kStackParams + a],
+                                       s_.covariance_log[b * kStackParams + b]));
+                    a = kStackParams;
+                    break;
+                }
+            }
     }
 
     void read_parameters(const Field& f) {
@@ -245,6 +264,8 @@ private:
                                                          g.name));
                 }
             }
+            for (const char* key : {"id", "gpus", "nodes", "measured"})
+                if (!item[key]) report(out_, at, fmt::format("a run needs '{}'", key));
             s_.runs.push_back(run);
         }
     }
@@ -290,6 +311,14 @@ std::string quote(std::string_view s) {
 
 StackProfile load_stack_profile(const fs::path& file) {
     Diags out;
+    std::error_code ec;
+    if (fs::exists(file, ec) && !fs::is_directory(file, ec) && !fs::is_regular_file(file, ec)) {
+        // A FIFO would block the read until a writer came, a device never end: not a profile.
+        report(out, Site{file.string(), 0, 0, ""},
+               fmt::format("'{}' is not a regular file (a FIFO, a device or a socket): a stack profile is a YAML file",
+                           file.string()));
+        throw StackProfileError(out);
+    }
     const auto text = detail::read_text(file, Site{file.string(), 0, 0, ""}, out);
     if (!text) throw StackProfileError(out);
     return parse(*text, file.string());

@@ -102,7 +102,8 @@ int run_cli(int argc, char** argv) {
     std::string val_stack;
     std::vector<std::string> val_fit_on;
     auto* val_stack_opt = val->add_option("--stack", val_stack,
-                    "run every row with this stack profile (trainsim fit-stack); its fit gives the rows' bands");
+                    "run every row with this stack profile (trainsim fit-stack); its fit gives the rows' bands")
+        ->check(non_empty_path);
     val->add_option("--fit-on", val_fit_on,
                     "fit a stack profile on these runs (CSV in the same schema) first and validate FILE with it; rows "
                     "of FILE that are also runs (same id) are flagged in_fit and left out of the summary")
@@ -142,7 +143,8 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--data-dir", plan_args.data_dir, "folder with models/ and hardware/");
     plan_cmd->add_option("--profile", plan_args.profile, "hardware profile YAML used instead of the scenario's");
     plan_cmd->add_option("--stack", plan_args.stack,
-                         "stack profile YAML (trainsim fit-stack) the plans run with, in place of parallel.stack");
+                         "stack profile YAML (trainsim fit-stack) the plans run with, in place of parallel.stack")
+        ->check(non_empty_path);
     plan_cmd->add_option("--model", plan_args.model, "model preset id (e.g. llama2-70b)");
     plan_cmd->add_option("--gpu", plan_args.gpu, "hardware profile id (e.g. h100-sxm)");
     plan_cmd->add_option("--gpus", plan_args.gpus, "GPU count(s) to search, e.g. 64 or 32,64")->delimiter(',');
@@ -312,8 +314,14 @@ int run_cli(int argc, char** argv) {
         std::vector<std::string> in_fit;
         if (!val_fit_on.empty()) {
             fit = fit_on_files(val_fit_on, val_data, fs::path(val_fit_on.front()).stem().string(),
-                               command_line(argc, argv));
-            for (const auto& run : fit->stack.runs) in_fit.push_back(run.id);
+                               command_line(argc, argv), val_cluster);
+            // A row is a run of the fit when it is the same measurement: its id, GPU count and
+            // measured value (ids repeat across files: every published file numbers from 1).
+            for (const auto& row : rows)
+                for (const auto& run : fit->stack.runs)
+                    if (row.id == run.id && row.plan.num_gpus() == run.gpus &&
+                        std::abs(row.measured_tokens_per_s_per_gpu - run.measured) <= 1e-9 * run.measured)
+                        in_fit.push_back(row.id);
             stack = std::make_shared<const model::StackProfile>(fit->stack);
             if (!val_json && val_rows.empty()) std::cout << stack_fit_text(*fit) << "\n";
         } else if (!val_stack.empty()) {

@@ -135,6 +135,8 @@ void attach_band(RunEstimate& e, const model::Plan& plan, const std::optional<Er
 void add_csv(CLI::App* cmd, Common& c);
 
 void add_common(CLI::App* cmd, Common& c);
+// A CLI11 check: an option whose value names a file may not be empty.
+std::string non_empty_path(const std::string& v);
 void note_profile_override(const std::string& profile, std::size_t plans);
 
 model::Scenario load(const Common& c);
@@ -188,8 +190,10 @@ struct FitStackArgs {
 };
 std::string command_line(int argc, char** argv);
 // Fits a stack on the rows of `files` (validation schema); a file with no usable run is an input error.
+// `cluster`: the node the runs were measured on, where the command line states it (validate's
+// --gpus-per-node / --nics-per-node / --nic-rate apply to the runs as to the rows).
 StackFitResult fit_on_files(const std::vector<std::string>& files, const std::string& data, const std::string& name,
-                            const std::string& fitted_with);
+                            const std::string& fitted_with, const model::ValidationCluster& cluster = {});
 int run_fit_stack(const FitStackArgs& a, const std::string& fitted_with);
 
 // A progress bar on standard error for `what` ("plans", "rows"), shown from kProgressFrom items.

@@ -49,13 +49,18 @@ void add_csv(CLI::App* cmd, Common& c) {
         ->excludes("--json");
 }
 
+std::string non_empty_path(const std::string& v) {
+    return v.empty() ? std::string("is empty: a file path is needed") : std::string();
+}
+
 void add_common(CLI::App* cmd, Common& c) {
     cmd->add_option("FILE", c.file, "scenario YAML file")->required();
     cmd->add_option("--data-dir", c.data_dir, "folder with models/ and hardware/ (default: $TRAINSIM_DATA_DIR or the "
                                               "shipped scenarios/)");
     cmd->add_option("--profile", c.profile, "hardware profile YAML used for every plan (e.g. a calibrated one)");
     cmd->add_option("--stack", c.stack,
-                    "stack profile YAML (trainsim fit-stack) every plan runs with, in place of parallel.stack");
+                    "stack profile YAML (trainsim fit-stack) every plan runs with, in place of parallel.stack")
+        ->check(non_empty_path);
     cmd->add_flag("--json", c.json, "print machine-readable JSON");
     cmd->add_flag("--all-ranks", c.all_ranks, "simulate every rank instead of one per pipeline stage (slower, same result)");
 }

@@ -14,10 +14,10 @@ std::string command_line(int argc, char** argv) {
 }
 
 StackFitResult fit_on_files(const std::vector<std::string>& files, const std::string& data, const std::string& name,
-                            const std::string& fitted_with) {
+                            const std::string& fitted_with, const model::ValidationCluster& cluster) {
     std::vector<model::ValidationRow> runs;
     for (const auto& f : files) {
-        auto rows = model::load_validation_csv(f, data_dir(data));
+        auto rows = model::load_validation_csv(f, data_dir(data), cluster);
         runs.insert(runs.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
     }
     StackFitOptions opt;

@@ -78,7 +78,7 @@ std::string plans_table(const json& plans, const std::vector<PlanResult>& result
     }
     // The stack profile the figures come from, where a plan has one (--stack / parallel.stack).
     if (std::any_of(results.begin(), results.end(), [](const PlanResult& r) { return r.plan->stack != nullptr; }))
-        rows.push_back({"stack_profile.name", "stack profile (fitted on your runs)", Cell::text});
+        rows.push_back({"stack_profile.name", "stack profile", Cell::text});
     if (any_vp) rows.push_back({"vp", "virtual stages (vp)", Cell::integer});
     if (any_cp) rows.push_back({"cp", "context parallel (cp)", Cell::integer});
     std::vector<RowSpec> rest{{"dp", "data parallel (dp)", Cell::integer},

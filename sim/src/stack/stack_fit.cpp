@@ -38,6 +38,11 @@ constexpr std::size_t kExactLooRuns = 12;
 
 using Factors = std::array<double, P>;
 
+// A plan the simulator gives no throughput for (it does not run at these factors).
+struct NoThroughput : std::runtime_error {
+    NoThroughput() : std::runtime_error("a run simulated to no throughput") {}
+};
+
 Factors factors_of(const Eigen::VectorXd& u) {
     Factors f{};
     for (std::size_t j = 0; j < P; ++j) f[j] = std::exp(u(static_cast<Eigen::Index>(j)));
@@ -53,7 +58,7 @@ double log_throughput(const model::Plan& plan, const model::HardwareProfile& bas
     model::Plan p = plan;
     p.hardware = model::apply_stack(base, f, "");
     const auto e = estimate_plan(p, {}, /*simulate_even_if_too_big=*/true);
-    if (!(e.tokens_per_s_per_gpu > 0)) throw std::runtime_error("stack fit: a run simulated to no throughput");
+    if (!(e.tokens_per_s_per_gpu > 0)) throw NoThroughput{};
     return std::log(e.tokens_per_s_per_gpu);
 }
 
@@ -128,6 +133,18 @@ int minimise(Fitter& fitter, const std::vector<std::size_t>& free, double sigma,
             A(c, c) += 1.0 / (tau(j) * tau(j));
             g(c) += u(static_cast<Eigen::Index>(j)) / (tau(j) * tau(j));
         }
+        // A parameter at a bound that the descent pushes further out is held there: the others'
+        // step is solved without it (projecting afterwards would aim them at a point it cannot reach).
+        for (Eigen::Index c = 0; c < k; ++c) {
+            const std::size_t j = free[static_cast<std::size_t>(c)];
+            const double uj = u(static_cast<Eigen::Index>(j));
+            const bool held = (uj >= log_hi(j) - 1e-12 && g(c) < 0) || (uj <= log_lo(j) + 1e-12 && g(c) > 0);
+            if (!held) continue;
+            A.row(c).setZero();
+            A.col(c).setZero();
+            A(c, c) = 1.0;
+            g(c) = 0;
+        }
         bool accepted = false;
         double step_norm = 0;
         for (int tries = 0; tries < 8 && !accepted; ++tries) {
@@ -140,7 +157,13 @@ int minimise(Fitter& fitter, const std::vector<std::size_t>& free, double sigma,
                 const auto jj = static_cast<Eigen::Index>(j);
                 trial(jj) = std::clamp(u(jj) + delta(c), log_lo(j), log_hi(j));
             }
-            const Eigen::VectorXd rt = fitter.residuals(trial);
+            Eigen::VectorXd rt;
+            try {
+                rt = fitter.residuals(trial);
+            } catch (const NoThroughput&) {
+                mu *= 10; // a run stops running there: a shorter step
+                continue;
+            }
             const double ot = objective(rt, trial, free, sigma);
             if (ot < obj) {
                 step_norm = (trial - u).norm();
@@ -203,7 +226,15 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
             res.unused.push_back(fmt::format("{}: kind '{}': only steady-state step runs fit a stack", row.id, row.kind));
             continue;
         }
-        if (!ids.insert(row.id).second) throw std::invalid_argument(fmt::format("run id '{}' appears twice", row.id));
+        if (!ids.insert(row.id).second)
+            throw std::invalid_argument(fmt::format("line {}: run id '{}' appears twice (each run is one row)", row.line,
+                                                    row.id));
+        try {
+            (void)log_throughput(row.plan, row.plan.hardware, Factors{1, 1, 1, 1, 1, 1, 1, 1});
+        } catch (const NoThroughput&) {
+            res.unused.push_back(fmt::format("{} (line {}): the simulator gives it no throughput", row.id, row.line));
+            continue;
+        }
         runs.push_back({&row, row.plan, std::log(row.measured_tokens_per_s_per_gpu)});
     }
     if (runs.empty()) {
@@ -331,9 +362,11 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
                     if (o != i) others.push_back(runs[o]);
                 Eigen::VectorXd ui = Eigen::VectorXd::Zero(P);
                 if (!others.empty()) {
-                    std::vector<std::size_t> free_i;
-                    for (std::size_t j : free)
-                        if (free_i.size() < others.size()) free_i.push_back(j);
+                    std::vector<std::size_t> free_i; // the most informative first, as the full fit chose
+                    for (std::size_t j : order)
+                        if (std::find(free.begin(), free.end(), j) != free.end() && free_i.size() < others.size())
+                            free_i.push_back(j);
+                    std::sort(free_i.begin(), free_i.end());
                     Fitter fi(others, opt);
                     ui = u;
                     for (std::size_t j = 0; j < P; ++j)
@@ -348,6 +381,26 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
                 res.simulations += one.simulations();
             }
         }
+    }
+
+    // A fit that predicts its own runs worse, each left out, than the stock profiles do has no
+    // predictive value on them (its factors chase what differs between the runs, not what they
+    // share): the priors stay, and the note says so. A single run's leave-one-out error is the
+    // stock error by definition, so it is kept.
+    if (k > 0 && loo.squaredNorm() > r_prior.squaredNorm() * (1 + 1e-9)) {
+        s.notes.push_back(fmt::format(
+            "the fit predicted its runs, each left out, worse than the stock profiles (rms {:.1f}% against {:.1f}%): "
+            "the factors were not kept; the runs disagree in a way no factor stands for (add runs of other "
+            "layouts or sizes, or read docs/accuracy.md for the mechanism)",
+            100 * std::sqrt(loo.squaredNorm() / static_cast<double>(n)),
+            100 * std::sqrt(r_prior.squaredNorm() / static_cast<double>(n))));
+        u.setZero();
+        r = r_prior;
+        loo = r_prior;
+        free.clear();
+        for (std::size_t a = 0; a < P; ++a)
+            for (std::size_t b = 0; b < P; ++b)
+                cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b)) = a == b ? tau(a) * tau(a) : 0.0;
     }
 
     s.name = opt.name;
@@ -427,13 +480,23 @@ StackBand stack_band(const model::Plan& plan, const model::StackProfile& stack) 
     // The plan's sensitivity to each parameter: the factors on top of those already applied.
     Factors ones{};
     ones.fill(1.0);
-    const double base = log_throughput(plan, plan.hardware, ones);
+    double base = 0;
+    try {
+        base = log_throughput(plan, plan.hardware, ones);
+    } catch (const NoThroughput&) {
+        b.beyond.push_back("the plan simulates to no throughput: no band");
+        return b;
+    }
     Eigen::VectorXd g = Eigen::VectorXd::Zero(P);
     for (std::size_t j = 0; j < P; ++j) {
         if (stack.covariance_log[j * P + j] <= 0) continue;
         Factors f = ones;
         f[j] = std::exp(kStep);
-        g(static_cast<Eigen::Index>(j)) = (log_throughput(plan, plan.hardware, f) - base) / kStep;
+        try {
+            g(static_cast<Eigen::Index>(j)) = (log_throughput(plan, plan.hardware, f) - base) / kStep;
+        } catch (const NoThroughput&) {
+            g(static_cast<Eigen::Index>(j)) = 0;
+        }
     }
     // The fitted parameters' part (their posterior) and the others' (their priors), apart: the
     // caller may cap the second by the uncalibrated band (band_with_stack).

@@ -26,7 +26,7 @@ Band band_with_stack(const model::Plan& plan, const model::StackProfile& stack, 
     if (uncalibrated && uncalibrated->time_p90 > uncalibrated->time_p10) {
         const double unc_sd = std::log(uncalibrated->time_p90 / uncalibrated->time_p10) / (2 * 1.2815515655446004);
         sb.prior_var = std::min(sb.prior_var, unc_sd * unc_sd);
-        sb.sd_log = std::sqrt(sb.fit_var + sb.prior_var + sb.scatter_var);
+        sb.sd_log = std::sqrt(std::max(0.0, sb.fit_var + sb.prior_var + sb.scatter_var));
         sb.time_p10 = std::exp(-1.2815515655446004 * sb.sd_log);
         sb.time_p90 = std::exp(1.2815515655446004 * sb.sd_log);
     }
