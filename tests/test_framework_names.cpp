@@ -4,10 +4,14 @@
 #include "trainsim/model/framework/framework_profile.hpp"
 #include "trainsim/sim/trust/trust.hpp"
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -187,4 +191,22 @@ TEST_CASE("the families read as before aliases existed", "[framework][names]") {
     CHECK(framework_profile("DeepSpeed-Megatron").family == "megatron-deepspeed");
     CHECK(framework_profile("megatron-deepspeed-bigscience-2022").family == "megatron-deepspeed");
     CHECK_FALSE(framework_profile("megatron-deepspeed-bigscience-2022").parallel.host_sync_layer);
+}
+
+TEST_CASE("docs/accuracy.md lists every alias and family it is read as", "[framework][names][docs]") {
+    std::ifstream in(std::filesystem::path(TRAINSIM_SOURCE_DIR) / "docs" / "accuracy.md");
+    REQUIRE(in);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string doc = ss.str();
+    const auto at = doc.find("## Framework names");
+    REQUIRE(at != std::string::npos);
+    const std::string section = doc.substr(at, doc.find("\n## ", at + 1) - at);
+    for (const auto& a : trainsim::model::framework_aliases()) {
+        CAPTURE(a.alias);
+        const std::string row = fmt::format("| `{}` | `{}` |", a.alias, a.family);
+        CHECK(section.find(row) != std::string::npos);
+    }
+    for (const auto& fam : trainsim::model::framework_families())
+        CHECK(section.find("`" + fam + "`") != std::string::npos);
 }
