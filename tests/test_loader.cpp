@@ -579,6 +579,30 @@ plans:
     CHECK(gp.attention == AttentionImpl::flash2);
     CHECK_FALSE(gp.fused_optimizer);
     CHECK(fx.load(kBase).warnings.empty());
+    // The warning points to the names that are known and to fitting a stack on one's own runs.
+    CHECK_THAT(unknown.warnings.front(), Catch::Contains("docs/accuracy.md \"Framework names\""));
+    CHECK_THAT(unknown.warnings.front(),
+               Catch::Contains("or fit a stack on a run of yours: trainsim fit-stack (docs/calibration.md)"));
+}
+
+TEST_CASE("parallel.framework: a stack's name reads as the family it runs, without a warning", "[loader]") {
+    Fixture fx;
+    // Megatron-Bridge runs NeMo's Megatron-Core + Transformer Engine stack: NeMo's profile (TP
+    // communication overlap), no warning.
+    const auto bridge = fx.load(kBase + "parallel:\n  tp: 2\n  framework: Megatron Bridge\n");
+    CHECK(bridge.warnings.empty());
+    CHECK(bridge.plans.at(0).parallel.tp_comm_overlap);
+    CHECK(bridge.plans.at(0).parallel.elementwise == Elementwise::fused);
+    // A Hugging Face trainer is the generic eager stack, now known: same behaviours, no warning.
+    const auto hf = fx.load(kBase + "parallel:\n  framework: LLaMA-Factory\n");
+    CHECK(hf.warnings.empty());
+    CHECK(hf.plans.at(0).parallel.elementwise == Elementwise::eager);
+    CHECK(hf.plans.at(0).parallel.host_dispatch == HostDispatch::eager);
+    // A name no alias covers still warns.
+    const auto neox = fx.load(kBase + "parallel:\n  framework: gpt-neox\n");
+    REQUIRE(neox.warnings.size() == 1);
+    CHECK_THAT(neox.warnings.front(), Catch::Contains("unknown framework 'gpt-neox'"));
+    CHECK_THAT(neox.warnings.front(), Catch::Contains("trainsim fit-stack"));
 }
 
 TEST_CASE("GPU count different from tp*pp*cp*dp", "[loader]") {

@@ -2,6 +2,8 @@
 
 #include "trainsim/model/accounting/flops.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -29,11 +31,19 @@ bool deepspeed_2021_era(const std::string& fw) {
     if (!v) return false;
     return v->first >= 2000 ? v->first <= 2021 : (v->first == 0 && v->second < 6);
 }
-// NeMo 1.x containers (YY.MM up to 24.07); unversioned "nemo" is taken as current (2.x).
+// NeMo 1.x: a container YY.MM up to 24.07 ("nemo-24.07"), or a framework release 1.x
+// ("nemo-1.23"); unversioned "nemo", a 2.x release ("NeMo 2.x") and later containers are taken
+// as current (2.x). The release is the first number after the name, words between skipped
+// ("NeMo Framework 24.07"). Container tags are two-digit years, framework releases 1 and 2.
 bool nemo_1_era(const std::string& fw) {
-    const auto v = version_after(fw, "nemo");
-    if (!v) return false;
-    return v->first < 24 || (v->first == 24 && v->second <= 7);
+    const auto at = fw.find_first_of("0123456789", 4);
+    if (!fw.starts_with("nemo") || at == std::string::npos) return false;
+    const char* end = fw.data() + fw.size();
+    int major = 0, minor = 0;
+    const auto r = std::from_chars(fw.data() + at, end, major);
+    if (r.ptr < end && *r.ptr == '.') std::from_chars(r.ptr + 1, end, minor);
+    if (major < 20) return major <= 1;
+    return major < 24 || (major == 24 && minor <= 7);
 }
 // Megatron-DeepSpeed's own layer code: microsoft/Megatron-DeepSpeed's MoE-capable
 // ParallelTransformerLayer (2022 on; named by year or unversioned, taken as current). BigScience's
@@ -83,6 +93,19 @@ void megatron_lm_2021(FrameworkProfile& f) {
     // before Megatron-LM 2022's --gradient-accumulation-fusion.
     f.parallel.grad_accumulation = GradAccumulation::megatron_ddp;
 }
+
+// A PyTorch stack with none of Megatron-Core's fused kernels: its element-wise ops run eager (one
+// kernel and memory pass per op, each launched through PyTorch's dispatcher), attention is
+// SDPA's FlashAttention-2 kernel, Adam the foreach update, no TP communication overlap. The
+// layout defaults (sharding, recompute, sequence parallelism) stay Megatron-Core's, so that every
+// measured run still fits.
+void generic_eager(FrameworkProfile& f) {
+    f.parallel.elementwise = Elementwise::eager;
+    f.parallel.host_dispatch = HostDispatch::eager;
+    f.parallel.attention = AttentionImpl::flash2;
+    f.parallel.fused_optimizer = false;
+    f.tune_blank_vp = false;
+}
 } // namespace
 
 std::string canonical_name(std::string s) {
@@ -100,9 +123,142 @@ bool known_framework(const std::string& fw) {
 const std::vector<std::string>& framework_families() {
     static const std::vector<std::string> families{
         "megatron-lm-2021", "megatron-lm-2022", "megatron-core", "megatron-deepspeed", "nemo",
-        "deepspeed",        "llm-foundry",      "torchtitan"};
+        "deepspeed",        "llm-foundry",      "torchtitan",    "hf-transformers",    "jax-xla"};
     return families;
 }
+
+namespace {
+// The names people write for the stacks they run, each with the family whose code that stack
+// launches and the reason (docs/accuracy.md "Framework names"). A name no row here covers stays
+// unknown: the generic profile and the loader's warning, never a guess. Stacks looked at and
+// left unknown, and why:
+//   Megatron-LLaMA (alibaba): a 2023 fork of Megatron-LM's legacy model code with its own
+//     OverlappedDistributedOptimizer, which no profile has;
+//   GPT-NeoX (EleutherAI): Megatron-LM 2021-derived layers on DeeperSpeed, DeepSpeed's fork;
+//     neither Megatron-DeepSpeed profile's layer code (the host syncs of microsoft's MoE-capable
+//     layer, bigscience's) was checked against it;
+//   InternEvo / InternLM training, Nanotron, Colossal-AI, fms-fsdp, Unsloth: their own model
+//     code and kernels (Unsloth: Triton RoPE, norm and loss kernels patched into HF models);
+//   "PyTorch FSDP" / "FSDP2" alone names the wrapper, not the model code it wraps;
+//   NVIDIA's DGX Cloud benchmarking recipes ("dgxc-benchmarking") run NeMo, MaxText or PaxML by
+//     recipe (NVIDIA/dgxc-benchmarking: nemotron/, maxtext/, paxml/), so the name says none;
+//   BioNeMo: its framework's models train through NeMo 2 / Megatron-Core while its bionemo-recipes
+//     run Transformer Engine layers under FSDP2; the name does not tell which.
+constexpr FrameworkAlias kAliases[] = {
+    // NVIDIA's Megatron-Core products under the names of their releases.
+    {"mcore", "megatron-core", true,
+     "Megatron-Core's own short name (megatron/core, 'MCore' in NVIDIA's docs and release notes)"},
+    {"nvidia-megatron-core", "megatron-core", true, "Megatron-Core under its vendor's name"},
+    {"megatron-lm-core", "megatron-core", true,
+     "Megatron-LM named by a Megatron-Core release (core_r0.x tags): its pretrain_gpt.py builds Megatron-Core's "
+     "GPTModel (megatron/core/models/gpt) on Megatron-Core's distributed optimizer; the legacy model is the "
+     "opt-in --use-legacy-models"},
+    {"megatron-lm-mcore", "megatron-core", true,
+     "Megatron-LM with its Megatron-Core models (MCore): Megatron-Core's GPTModel and distributed optimizer"},
+    {"megatron-mcore", "megatron-core", true, "Megatron with Megatron-Core models: Megatron-Core's code"},
+    {"nvidia-nemo", "nemo", true, "NeMo under its vendor's name"},
+    {"megatron-bridge", "nemo", false,
+     "Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge), NeMo Framework's training library over Megatron-Core and "
+     "Transformer Engine: what NVIDIA's NeMo performance pages run from the 25.09 containers on (the "
+     "nemo-25.11 to nemo-26.06 rows of tests/data/published-nemo-h100.csv); its 0.x releases are not NeMo's "
+     "container tags, so the current NeMo release is taken"},
+    // Megatron derivatives labs publish.
+    {"pai-megatron-patch", "megatron-core", true,
+     "Alibaba PAI's Pai-Megatron-Patch: model definitions patched onto NVIDIA's Megatron-LM without changing "
+     "it; its current examples train through Megatron-Core (README's Megatron-Core recipes; its older "
+     "Megatron-LM-Dense path is a legacy-model run: write megatron-lm-2022 for it)"},
+    {"pai-megatron", "megatron-core", true, "Pai-Megatron-Patch named short"},
+    // DeepSpeed.
+    {"microsoft-deepspeed", "deepspeed", true, "DeepSpeed under its vendor's name"},
+    // FSDP stacks with a profile of their own.
+    {"pytorch-torchtitan", "torchtitan", true, "torchtitan under its organisation's name"},
+    {"mosaicml-llm-foundry", "llm-foundry", true, "llm-foundry under its first vendor's name (MosaicML)"},
+    {"databricks-llm-foundry", "llm-foundry", true, "llm-foundry under its vendor's name since 2023"},
+    // Hugging Face Transformers models, eager PyTorch under DDP, FSDP or DeepSpeed as configured.
+    {"transformers", "hf-transformers", true, "Hugging Face Transformers' own modules and Trainer"},
+    {"huggingface-transformers", "hf-transformers", true, "Hugging Face Transformers"},
+    {"hugging-face-transformers", "hf-transformers", true, "Hugging Face Transformers"},
+    {"hf-trainer", "hf-transformers", true, "transformers.Trainer over Transformers' modules"},
+    {"huggingface-trainer", "hf-transformers", true, "transformers.Trainer over Transformers' modules"},
+    {"hf-accelerate", "hf-transformers", true,
+     "Hugging Face Accelerate: the launcher and FSDP / DeepSpeed wrapper under transformers.Trainer; the "
+     "model is a Transformers model"},
+    {"huggingface-accelerate", "hf-transformers", true, "Hugging Face Accelerate (see hf-accelerate)"},
+    {"accelerate", "hf-transformers", true, "Hugging Face Accelerate (see hf-accelerate)"},
+    {"trl", "hf-transformers", true,
+     "Hugging Face TRL: SFTTrainer, DPOTrainer ... subclass transformers.Trainer over Transformers' models"},
+    {"llama-factory", "hf-transformers", true,
+     "LLaMA-Factory: its CustomSeq2SeqTrainer / CustomTrainer subclass transformers' trainers (and TRL's) over "
+     "Transformers' models"},
+    {"axolotl", "hf-transformers", true,
+     "Axolotl: its AxolotlTrainer subclasses transformers.Trainer over Transformers' models"},
+    // JAX: XLA compiles the whole training step.
+    {"jax", "jax-xla", true, "JAX: a jitted training step compiled by XLA"},
+    {"maxtext", "jax-xla", true, "MaxText (AI-Hypercomputer/maxtext): pure JAX, the step jitted and compiled by XLA"},
+    {"paxml", "jax-xla", true, "PaxML (Pax) over Praxis layers: JAX, the step compiled by XLA"},
+    {"pax", "jax-xla", true, "PaxML named short"},
+    {"praxis", "jax-xla", true, "Praxis, PaxML's layer library: JAX, compiled by XLA"},
+};
+
+bool alnum(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0;
+}
+
+// How many characters of `fw` spell `name` (its letters and digits in order, separators on
+// either side optional: "megatronbridge", "megatron-lm-(mcore)"), ending at the end of `fw` or
+// before a character that is neither; npos when they do not.
+std::size_t spelled_prefix(std::string_view fw, std::string_view name) {
+    std::size_t i = 0;
+    for (const char c : name) {
+        if (!alnum(c)) continue;
+        while (i < fw.size() && !alnum(fw[i])) ++i;
+        if (i == fw.size() || fw[i] != c) return std::string_view::npos;
+        ++i;
+    }
+    return i < fw.size() && alnum(fw[i]) ? std::string_view::npos : i;
+}
+
+struct Resolved {
+    std::string fw; // the family and its release, as the profiles read it
+    bool known = false;
+    std::string family;                    // the framework_families() entry; empty when unknown
+    const FrameworkAlias* alias = nullptr; // the alias it came through
+};
+} // namespace
+
+std::span<const FrameworkAlias> framework_aliases() {
+    return kAliases;
+}
+
+std::vector<std::string_view> framework_alias_names() {
+    std::vector<std::string_view> names;
+    for (const auto& a : kAliases) names.push_back(a.alias);
+    return names;
+}
+
+namespace {
+// A canonical name (canonical_name) read as a family: the family itself, bare or followed by a
+// separator and anything (unchanged from before aliases existed), else the alias or family
+// spelled with other separators that covers the longest part of the name.
+Resolved resolve(std::string fw) {
+    const auto& families = framework_families();
+    for (const auto& fam : families)
+        if (in_family(fw, fam)) return {fw, true, fam, nullptr};
+    Resolved best;
+    best.fw = fw;
+    std::size_t longest = 0;
+    auto consider = [&](std::string_view name, std::string_view family, bool keeps_release,
+                        const FrameworkAlias* alias) {
+        const std::size_t n = spelled_prefix(fw, name);
+        if (n == std::string_view::npos || n <= longest) return;
+        longest = n;
+        best = {std::string(family) + (keeps_release ? fw.substr(n) : std::string()), true, std::string(family), alias};
+    };
+    for (const auto& fam : families) consider(fam, fam, true, nullptr);
+    for (const auto& a : kAliases) consider(a.alias, a.family, a.keeps_release, &a);
+    return best;
+}
+} // namespace
 
 namespace {
 template <auto Member>
@@ -248,10 +404,13 @@ FrameworkProfile framework_profile(const std::string& written) {
     // would name DeepSpeed's ZeRO-3 profile.
     if (constexpr std::string_view swapped = "deepspeed-megatron"; fw.starts_with(swapped))
         fw.replace(0, swapped.size(), "megatron-deepspeed");
-    // The families in framework_families() are the known ones; the Megatron-Core defaults stand
-    // in for the others.
-    const auto& families = framework_families();
-    f.known = std::any_of(families.begin(), families.end(), [&](const std::string& fam) { return in_family(fw, fam); });
+    // The families in framework_families() and the stacks that run one (kAliases) are the known
+    // ones; from here on `fw` is the family and its release.
+    Resolved resolved = resolve(fw);
+    const std::string written_canonical = fw;
+    fw = std::move(resolved.fw);
+    f.known = resolved.known;
+    f.family = resolved.family;
     if (in_family(fw, "megatron-lm-2021")) {
         // Narayanan et al. SC'21: PTD-P without a distributed optimizer; the data-parallel
         // all-reduce ran after the backward pass (Megatron-LM 2021 DDP, no overlap).
@@ -466,24 +625,47 @@ FrameworkProfile framework_profile(const std::string& written) {
         f.why =
             "NeMo (Megatron-Core + TE): dist optimizer (distributed_fused_adam, BF16 gradient sync), overlapped "
             "grad reduce / param gather, TP comm overlap, FP8 primary weights in FP8";
+    } else if (in_family(fw, "hf-transformers")) {
+        // Hugging Face Transformers' modules (LlamaRMSNorm, rotary embedding, MLP activation) are
+        // plain PyTorch, one kernel per element-wise op; attention goes through
+        // F.scaled_dot_product_attention (attn_implementation "sdpa") unless a config asks for
+        // flash_attention_2, the same FlashAttention-2 kernels; the Trainer's default optimizer is
+        // PyTorch's AdamW. That is the generic eager stack; what differs run to run is the wrapper
+        // (DDP, FSDP or DeepSpeed ZeRO, from the Trainer's / Accelerate's config), which the row or
+        // scenario writes as parallel.sharding and parallel.recompute.
+        generic_eager(f);
+        f.why =
+            "Hugging Face Transformers (Trainer / Accelerate and the tools on them): eager PyTorch modules (eager "
+            "element-wise ops and launches), SDPA FlashAttention-2, PyTorch AdamW, blank vp not interleaved; "
+            "sharding and recompute as written (DDP, FSDP or DeepSpeed per its config), Megatron-Core's layout "
+            "defaults where blank";
+    } else if (in_family(fw, "jax-xla")) {
+        // JAX stacks jit the whole training step: XLA fuses the element-wise ops into the kernels
+        // around them (its operator fusion pass) and the host runs the compiled executable from
+        // C++, launching its kernels without Python or a dispatcher per op: the `compiled`
+        // dispatch path (Inductor's wrapper is the PyTorch counterpart). The rest is the generic
+        // stack's: no profile reads MaxText's or PaxML's attention or optimizer code.
+        generic_eager(f);
+        f.parallel.elementwise = Elementwise::fused;
+        f.parallel.host_dispatch = HostDispatch::compiled;
+        f.why =
+            "JAX / XLA (MaxText, PaxML): the step compiled by XLA (element-wise ops fused, kernels launched from "
+            "the compiled executable), otherwise the generic stack (SDPA-rate FlashAttention-2, AdamW not fused, "
+            "blank vp not interleaved, Megatron-Core layout defaults)";
     } else if (f.known) {
         f.why = "Megatron-Core: dist optimizer, overlapped grad reduce / param gather, no TP comm overlap by default";
     } else {
-        // A stack trainsim has no profile for is not credited with Megatron-Core's fused kernels:
-        // its element-wise ops run eager (one kernel and memory pass per op, each launched through
-        // PyTorch's dispatcher), attention is SDPA's FlashAttention-2 kernel, Adam the foreach
-        // update, and no TP communication overlap. The layout defaults (sharding, recompute,
-        // sequence parallelism) stay Megatron-Core's, so that every measured run still fits.
-        f.parallel.elementwise = Elementwise::eager;
-        f.parallel.host_dispatch = HostDispatch::eager;
-        f.parallel.attention = AttentionImpl::flash2;
-        f.parallel.fused_optimizer = false;
-        f.tune_blank_vp = false;
+        // A stack trainsim has no profile for is not credited with Megatron-Core's fused kernels.
+        generic_eager(f);
         f.why = "unknown framework '" + fw +
                 "': generic PyTorch eager stack assumed (eager element-wise ops and launches, SDPA "
                 "flash-attention-2, foreach AdamW, blank vp not interleaved; Megatron-Core layout defaults) - "
                 "warning: no profile for this stack";
     }
+    if (resolved.alias != nullptr)
+        f.why = fmt::format("{} (read as {}: {})", f.why, resolved.family, resolved.alias->why);
+    else if (f.known && fw != written_canonical)
+        f.why = fmt::format("{} (read as {})", f.why, resolved.family);
     return f;
 }
 

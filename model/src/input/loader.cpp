@@ -507,7 +507,9 @@ private:
             report(ctx_.warnings, w->value_site,
                    fmt::format("{}unknown framework '{}'{}: modelled as a generic PyTorch eager stack (eager "
                                "element-wise ops and launches, SDPA FlashAttention-2, foreach AdamW); known: {}, "
-                               "optionally followed by -<release>, e.g. nemo-24.07",
+                               "optionally followed by -<release>, e.g. nemo-24.07, or a stack that runs one "
+                               "(docs/accuracy.md \"Framework names\"), or fit a stack on a run of yours: "
+                               "trainsim fit-stack (docs/calibration.md)",
                                in_plan(), name, detail::did_you_mean(canonical_name(name), framework_families()),
                                fmt::join(framework_families(), ", ")));
         }

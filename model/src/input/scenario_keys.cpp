@@ -109,8 +109,9 @@ std::vector<KeySpec> make_table() {
             "--recompute-method block --recompute-num-layers); the rest keep their activations"),
         key("parallel.framework", "string", "", "",
             fmt::format("Framework whose behaviours fill the parallel.* properties not written ({}, optionally "
-                        "-<release>, e.g. nemo-24.07, deepspeed-2021; docs/accuracy.md)",
-                        fmt::join(framework_families(), ", "))),
+                        "-<release>, e.g. nemo-24.07, deepspeed-2021; or a name of a stack that runs one: {}; "
+                        "case and separators free; docs/accuracy.md \"Framework names\")",
+                        fmt::join(framework_families(), ", "), fmt::join(framework_alias_names(), ", "))),
         key("parallel.stack", "string", "", "",
             "Stack profile (YAML path, relative to the scenario) fitted on your own runs by `trainsim fit-stack`: "
             "factors on the hardware profile's efficiencies and host costs as your software reaches them; "

@@ -49,12 +49,18 @@ std::string Regime::key(int levels) const {
 }
 
 std::string framework_family(const std::string& framework) {
-    const std::string fw = model::canonical_name(framework);
-    if (fw.empty()) return "megatron-core";
-    if (!model::known_framework(fw)) return "generic";
+    if (model::canonical_name(framework).empty()) return "megatron-core";
+    // The family the name resolves to, aliases included ("Megatron Bridge" -> nemo).
+    const std::string fw = model::framework_profile(framework).family;
+    if (fw.empty()) return "generic";
     if (fw.starts_with("megatron-lm")) return "megatron-lm";
     if (fw.starts_with("megatron-deepspeed") || fw.starts_with("deepspeed")) return "deepspeed";
     if (fw.starts_with("llm-foundry") || fw.starts_with("torchtitan")) return "fsdp";
+    // Hugging Face Transformers is the generic eager profile under a name: its runs' errors are
+    // the generic profile's. JAX / XLA has a profile of its own, so its rows are kept out of the
+    // band of stacks trainsim has no profile for.
+    if (fw == "hf-transformers") return "generic";
+    if (fw == "jax-xla") return "xla";
     return "megatron-core"; // megatron-core, nemo
 }
 

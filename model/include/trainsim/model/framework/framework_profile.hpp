@@ -7,6 +7,7 @@
 #include "trainsim/model/core/scenario.hpp"
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,9 @@ struct FrameworkProfile {
     std::vector<Sharding> blank_sharding_fallbacks;
     std::string why;   // the documentation of these choices
     bool known = true; // false: not a family below; a generic PyTorch eager profile stands in
+    // The framework_families() entry the name resolved to, directly or through an alias
+    // ("Megatron Bridge" -> nemo); empty when unknown.
+    std::string family;
 
 private:
     static Parallel default_behaviours() {
@@ -71,13 +75,32 @@ struct HostCosts {
 };
 [[nodiscard]] HostCosts host_costs(HostDispatch dispatch);
 // Whether `framework` names a family framework_profile() knows, bare or with "-<release>"
-// (case-blind, '_' and ' ' read as '-').
+// (case-blind, '_' and ' ' read as '-'), or a stack that runs one (framework_aliases()).
 [[nodiscard]] bool known_framework(const std::string& framework);
 // The scenario keys whose values apply_framework_profile copies from a profile as they are
 // (besides sharding, recompute, sequence_parallel, tp_comm_overlap, elementwise, host_dispatch, fp8_params).
 [[nodiscard]] std::vector<std::string_view> framework_behaviour_keys();
 // The families framework_profile() knows, for messages and documentation.
 [[nodiscard]] const std::vector<std::string>& framework_families();
+// A name people write for a stack whose code is one of framework_families(): NVIDIA's
+// Megatron-Core products under their release names, derivatives labs publish, the trainers
+// built on Hugging Face Transformers, JAX stacks. Mapped by the code the stack launches, never
+// by the error of some measured row. Matched case-blind, its separators optional ("Megatron
+// Bridge", "megatron_bridge", "MegatronBridge"), followed by the end or a separator and anything
+// (a release, a remark: "nvidia-nemo-24.07", "mcore (TE)"). A name that is a family itself
+// ("nemo-24.07") is read as that family first.
+struct FrameworkAlias {
+    std::string_view alias;  // lower case, words separated by '-'
+    std::string_view family; // a framework_families() entry
+    // What follows the alias is the family's own release ("nvidia-nemo-24.07" reads as
+    // nemo-24.07); false: the alias numbers its releases otherwise, its family's current release
+    // is taken.
+    bool keeps_release;
+    std::string_view why; // what the stack runs, with the source that says so
+};
+[[nodiscard]] std::span<const FrameworkAlias> framework_aliases();
+// The aliases' names in table order: the list `trainsim keys` gives for parallel.framework.
+[[nodiscard]] std::vector<std::string_view> framework_alias_names();
 // Sets the plan properties the profile governs (layout defaults: sharding, recompute, sequence
 // parallelism; and the framework behaviours) except those `written` says were given. Properties
 // that depend on the layout follow the plan: sequence parallelism and TP overlap need tp > 1, FP8

@@ -21,7 +21,7 @@ struct StepResult; // executor.hpp
 
 // The dimensions a plan's error is looked up by, coarsest first.
 struct Regime {
-    std::string family;  // megatron-core | megatron-lm | deepspeed | fsdp | generic
+    std::string family;  // megatron-core | megatron-lm | deepspeed | fsdp | xla | generic
     std::string gpu_gen; // ampere | hopper | other
     std::string scale;   // 1-8 | 9-256 | 257+ GPUs
     std::string tokens;  // tokens per GPU per step: <4k | 4k-16k | 16k+
