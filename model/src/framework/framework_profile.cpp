@@ -142,6 +142,12 @@ namespace {
 //   "PyTorch FSDP" / "FSDP2" alone names the wrapper, not the model code it wraps;
 //   NVIDIA's DGX Cloud benchmarking recipes ("dgxc-benchmarking") run NeMo, MaxText or PaxML by
 //     recipe (NVIDIA/dgxc-benchmarking: nemotron/, maxtext/, paxml/), so the name says none;
+//   JAX stacks (MaxText, PaxML / Praxis, "JAX"): their step is compiled by XLA, which the
+//     jax-xla family describes (fused element-wise ops, compiled dispatch) and a scenario may
+//     write; the names are not mapped to it yet: read so, MaxText's six published rows move from
+//     -9..-26% to -0.5..-16% but PaxML's thirteen from +5..+21% to +21..+36%, an over-prediction
+//     the eager costs had hidden (its attention and optimizer are not modelled), so the mapping
+//     waits for that mechanism rather than a looser regression guard;
 //   BioNeMo: its framework's models train through NeMo 2 / Megatron-Core while its bionemo-recipes
 //     run Transformer Engine layers under FSDP2; the name does not tell which.
 constexpr FrameworkAlias kAliases[] = {
@@ -193,11 +199,6 @@ constexpr FrameworkAlias kAliases[] = {
     {"axolotl", "hf-transformers", true,
      "Axolotl: its AxolotlTrainer subclasses transformers.Trainer over Transformers' models"},
     // JAX: XLA compiles the whole training step.
-    {"jax", "jax-xla", true, "JAX: a jitted training step compiled by XLA"},
-    {"maxtext", "jax-xla", true, "MaxText (AI-Hypercomputer/maxtext): pure JAX, the step jitted and compiled by XLA"},
-    {"paxml", "jax-xla", true, "PaxML (Pax) over Praxis layers: JAX, the step compiled by XLA"},
-    {"pax", "jax-xla", true, "PaxML named short"},
-    {"praxis", "jax-xla", true, "Praxis, PaxML's layer library: JAX, compiled by XLA"},
 };
 
 bool alnum(char c) {
