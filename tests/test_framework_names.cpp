@@ -126,7 +126,7 @@ TEST_CASE("names as people write them: case, separators, releases and remarks", 
     CHECK(framework_profile("Torch Titan").why.find("read as torchtitan") != std::string::npos);
 }
 
-TEST_CASE("Hugging Face Transformers is the generic eager stack, known; JAX is XLA-compiled", "[framework][names]") {
+TEST_CASE("Hugging Face Transformers is the generic eager stack, known, and jax-xla is XLA-compiled", "[framework][names]") {
     using trainsim::model::Elementwise;
     using trainsim::model::HostDispatch;
     const auto unknown = framework_profile("some-inhouse-trainer");

@@ -806,7 +806,7 @@ double monthly_bill(double days, int gpus) {
 }
 } // namespace
 
-TEST_CASE("plan --budget judges the expected bill in whole billing units; --days steady keeps the old filter",
+TEST_CASE("plan --budget judges the expected bill in whole billing units, and --days steady keeps the old filter",
           "[plan-search][budget][cli]") {
     trainsim::test::ScratchDir dir;
     const auto file = dir / "cny.yaml";
