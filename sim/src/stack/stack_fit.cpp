@@ -209,7 +209,9 @@ std::vector<std::string> beyond_evidence(const model::Plan& plan, const model::S
         out.push_back(fmt::format("GPU '{}' not among the runs' ({})", plan.hardware.id, fmt::join(e.gpus, ", ")));
     const std::string fw = model::canonical_name(par.framework);
     if (!e.frameworks.empty() && std::find(e.frameworks.begin(), e.frameworks.end(), fw) == e.frameworks.end())
-        out.push_back(fmt::format("framework '{}' not among the runs' ({})", par.framework, fmt::join(e.frameworks, ", ")));
+        out.push_back(fmt::format("framework '{}' not among the runs' ({})",
+                                  par.framework.empty() ? std::string("none written: Megatron-Core defaults") : par.framework,
+                                  fmt::join(e.frameworks, ", ")));
     return out;
 }
 
