@@ -27,8 +27,6 @@ constexpr double kStep = 0.05;
 constexpr double kMinInformation = 0.1;
 // The runs constrain a parameter when its posterior sd is at most this fraction of its prior's.
 constexpr double kConstrainedShare = 0.5;
-// One-sided 80% interval: z(0.9).
-constexpr double kZ80 = 1.2815515655446004;
 // The runs' scatter is measured from the fit's residuals only with this many runs beyond the
 // parameters fitted; with fewer the assumed scatter stays.
 constexpr long kMinDofForScatter = 3;
@@ -84,7 +82,7 @@ public:
         return r;
     }
 
-    // d r / d u_j for the parameters in `cols` (central where a bound allows, else one-sided).
+    // d r / d u_j for the parameters in `cols`: a forward difference, backward at the upper bound.
     Eigen::MatrixXd jacobian(const Eigen::VectorXd& u, const Eigen::VectorXd& r0, const std::vector<std::size_t>& cols) {
         Eigen::MatrixXd J(r0.size(), static_cast<Eigen::Index>(cols.size()));
         for (std::size_t c = 0; c < cols.size(); ++c) {
@@ -314,10 +312,7 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
             // Taken only where the data cannot tell the two apart: the objective may rise by at most
             // one (a chi-square unit) per parameter released; else the runs did depend on where
             // the released ones were, and the fit stays as it was.
-            const Eigen::VectorXd u_before = u, r_before = r;
-            const auto free_before = free;
             const double obj_before = objective(r, u, free, sigma_fit);
-            const auto released_before = released;
             const std::size_t n_released = free.size() - kept.size();
             Eigen::VectorXd u_try = u;
             for (std::size_t j = 0; j < P; ++j)
@@ -329,11 +324,7 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
                 r = r_try;
                 free = kept;
             } else {
-                u = u_before;
-                r = r_before;
-                free = free_before;
                 released.fill(false);
-                (void)released_before;
             }
             if (!free.empty()) J = fitter.jacobian(u, r, free);
         }
@@ -475,7 +466,7 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
     return res;
 }
 
-StackBand stack_band(const model::Plan& plan, const model::StackProfile& stack) {
+StackBand stack_band(const model::Plan& plan, const model::StackProfile& stack, double prior_var_cap) {
     StackBand b;
     b.beyond = beyond_evidence(plan, stack.evidence);
     if (!stack.fitted) return b;
@@ -509,7 +500,7 @@ StackBand stack_band(const model::Plan& plan, const model::StackProfile& stack) 
         for (std::size_t c = 0; c < P; ++c)
             cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(c)) = stack.covariance_log[a * P + c];
     b.fit_var = gf.dot(cov * gf);
-    b.prior_var = gp.dot(cov * gp);
+    b.prior_var = std::min(gp.dot(cov * gp), prior_var_cap);
     b.scatter_var = stack.loo_sd_log * stack.loo_sd_log;
     // No growth with the GPU count beyond the runs is added: fitted on one node and predicting up to
     // 64 (llm-foundry, 8 -> 16..512 GPUs) the error stayed at 4.0% against 6.3% on the runs

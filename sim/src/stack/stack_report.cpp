@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace trainsim::sim {
 
@@ -19,17 +20,15 @@ void apply_stack_to_rows(std::vector<model::ValidationRow>& rows, const std::sha
 
 Band band_with_stack(const model::Plan& plan, const model::StackProfile& stack, const std::optional<Band>& uncalibrated) {
     if (!stack.fitted) return uncalibrated.value_or(Band{});
-    StackBand sb = stack_band(plan, stack);
     // What the runs left unconstrained is no better known than without a fit, and no worse: its
     // part of the band is at most the uncalibrated band's own spread (the published runs' errors
     // in this plan's regime, docs/trust.md), which the priors' widths would otherwise exceed.
+    double cap = std::numeric_limits<double>::infinity();
     if (uncalibrated && uncalibrated->time_p90 > uncalibrated->time_p10) {
-        const double unc_sd = std::log(uncalibrated->time_p90 / uncalibrated->time_p10) / (2 * 1.2815515655446004);
-        sb.prior_var = std::min(sb.prior_var, unc_sd * unc_sd);
-        sb.sd_log = std::sqrt(std::max(0.0, sb.fit_var + sb.prior_var + sb.scatter_var));
-        sb.time_p10 = std::exp(-1.2815515655446004 * sb.sd_log);
-        sb.time_p90 = std::exp(1.2815515655446004 * sb.sd_log);
+        const double unc_sd = std::log(uncalibrated->time_p90 / uncalibrated->time_p10) / (2 * kZ80);
+        cap = unc_sd * unc_sd;
     }
+    const StackBand sb = stack_band(plan, stack, cap);
     Band b;
     b.time_p10 = sb.time_p10;
     b.time_p50 = 1.0;

@@ -14,6 +14,7 @@
 #include "trainsim/model/core/stack_profile.hpp"
 #include "trainsim/model/input/validation_set.hpp"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -43,17 +44,23 @@ struct StackFitResult {
 // uncertainty propagated through the plan's own sensitivity to each parameter (a parameter the runs
 // did not constrain keeps its prior width, so a plan that leans on it gets a wide band) plus the
 // fit's leave-one-run-out scatter. `plan` already runs with the stack applied.
+// The normal 90th percentile: an 80% band's ends lie this many standard deviations either side.
+inline constexpr double kZ80 = 1.2815515655446004;
+
 struct StackBand {
     double time_p10 = 1, time_p90 = 1; // factors on the predicted step time
     double sd_log = 0;
     // The variance (log time) from the fitted parameters' posterior, from the parameters the runs
-    // left at their priors, and from the runs' leave-one-out scatter.
+    // left at their priors (capped), and from the runs' leave-one-out scatter.
     double fit_var = 0, prior_var = 0, scatter_var = 0;
     // How the plan's layout or machine lies beyond the runs (deeper pipeline or TP, context
     // parallelism, another GPU or framework): the caller widens to the uncalibrated band for these.
     std::vector<std::string> beyond;
 };
-[[nodiscard]] StackBand stack_band(const model::Plan& plan, const model::StackProfile& stack);
+// `prior_var_cap` bounds the part of the parameters the runs left at their priors (band_with_stack
+// passes the uncalibrated band's own spread).
+[[nodiscard]] StackBand stack_band(const model::Plan& plan, const model::StackProfile& stack,
+                                   double prior_var_cap = std::numeric_limits<double>::infinity());
 
 // What a plan has that the fit's runs did not (empty: inside the evidence).
 [[nodiscard]] std::vector<std::string> beyond_evidence(const model::Plan& plan, const model::StackEvidence& e);
