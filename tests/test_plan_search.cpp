@@ -11,6 +11,7 @@
 #include "trainsim/sim/run/estimate.hpp"
 #include "trainsim/sim/run/run_model.hpp"
 #include "trainsim/sim/search/parallel_for.hpp"
+#include "trainsim/sim/search/max_tokens.hpp"
 #include "trainsim/sim/search/plan_search.hpp"
 
 #include <fmt/format.h>
@@ -934,4 +935,177 @@ TEST_CASE("plan: nothing fits in memory is exit 3 with memory advice, not the co
         CHECK(k["knob"] != "parallel.recompute: full");
         CHECK(k["knob"] != "training.micro_batch: 1");
     }
+}
+
+// ---- plan --max-tokens (sim/search/max_tokens.hpp) ----
+
+TEST_CASE("retarget_tokens gives the estimate a fresh simulation of the new token count gives",
+          "[plan-search][max-tokens]") {
+    auto plan = small_base();
+    plan.run.gpu_mtbf_hours = 50; // failures and checkpoints in the expected days
+    auto e = sim::estimate_plan(plan);
+    REQUIRE(e.step);
+    auto other = plan;
+    other.training.tokens = 3.7e10;
+    const auto fresh = sim::estimate_plan(other);
+    sim::retarget_tokens(e, plan, 3.7e10);
+    CHECK(plan.training.tokens == 3.7e10);
+    CHECK(e.steps == Approx(fresh.steps).epsilon(1e-12));
+    CHECK(e.days_to_train == Approx(fresh.days_to_train).epsilon(1e-12));
+    CHECK(e.gpu_hours == Approx(fresh.gpu_hours).epsilon(1e-12));
+    CHECK(e.expected_days == Approx(fresh.expected_days).epsilon(1e-12));
+    CHECK(e.cost == Approx(fresh.cost).epsilon(1e-12));
+    CHECK(e.expected_cost == Approx(fresh.expected_cost).epsilon(1e-12));
+    CHECK(e.run.expected_failures == Approx(fresh.run.expected_failures).epsilon(1e-12));
+}
+
+TEST_CASE("max tokens: the most whole steps within a deadline and a budget, by hand",
+          "[plan-search][max-tokens][budget]") {
+    // The run model of the hand-computed case above: expected = steady x f, f = 1.11 on 8 GPUs and
+    // 1.075711 on 4; billed per second at 2 per GPU-hour. With a step of t s, n steps take n t f s
+    // of expected wall clock, so within D days n <= D 86400 / (t f), and within a budget B the
+    // billed seconds ceil(n t f) <= B 3600 / (2 g), i.e. n t f <= floor(B 3600 / (2 g)).
+    auto base = small_base();
+    const double params = model::count_params(base.model).total;
+    base.run = failures_only();
+    base.run.checkpoint_bandwidth_per_node = model::Bandwidth(params * 14.0 / 50.0);
+    base.run.gpu_mtbf_hours = 80000.0 / 3600.0;
+    base.run.restart_s = 100;
+    auto o = small_options();
+    o.space.gpu_counts = {8, 4};
+    o.basis = sim::DaysBasis::expected;
+    // D = 2 days; B = 0.6 x the bill of 8 GPUs for 2 days: 8 GPUs run out of money first, 4 GPUs
+    // (half the hourly bill, at most 0.5 x that) run out of time first.
+    const double D = 2.0, B = 0.6 * D * 24 * 8 * 2.0;
+    o.deadline_days = D;
+    o.budget = B;
+    const auto r = sim::max_tokens(base, o);
+    REQUIRE(r.counts.size() == 2);
+    CHECK(r.counts[0].gpus == 4);
+    CHECK(r.counts[1].gpus == 8);
+    for (const auto& c : r.counts) {
+        REQUIRE(c.best);
+        const double f = c.gpus == 8 ? 1.11 : 1.075711;
+        const auto& e = c.best->estimate;
+        const double t = e.step_time_s;
+        const double by_deadline = std::floor(D * 86400 / (t * f));
+        const double by_budget = std::floor(std::floor(B * 3600 / (2.0 * c.gpus)) / (t * f));
+        INFO(c.gpus << " GPUs, step " << t << " s: " << by_deadline << " steps by the deadline, " << by_budget
+                    << " by the budget");
+        // f is rounded to 6 digits above: allow the one step it can move.
+        CHECK(std::abs(c.steps - std::min(by_deadline, by_budget)) <= 1);
+        CHECK(c.tokens == c.steps * e.tokens_per_step);
+        CHECK(c.limited_by == std::vector<std::string>{c.gpus == 8 ? "budget" : "deadline"});
+        // The plan is estimated at its answer, which meets both constraints.
+        CHECK(c.best->plan.training.tokens == c.tokens);
+        CHECK(e.expected_days <= D);
+        CHECK(e.expected_cost <= B);
+        // Each count's answer is its fastest layout (the most tokens in any days and any money).
+        auto one = small_options();
+        one.space.gpu_counts = {c.gpus};
+        one.basis = sim::DaysBasis::expected;
+        one.top = 1;
+        CHECK(e.step_time_s == sim::search_plans(base, one).plans.front().estimate.step_time_s);
+    }
+    REQUIRE(r.best);
+    CHECK(r.counts[*r.best].tokens == std::max(r.counts[0].tokens, r.counts[1].tokens));
+
+    // A step that is slower by the band's factor trains proportionally fewer steps in the same days.
+    auto slow = sim::tokens_within(*r.counts[0].best, o, 2.0);
+    CHECK(std::abs(slow.steps - std::floor(r.counts[0].steps / 2)) <= 1);
+
+    // A budget below one second of 4 GPUs: not one step.
+    o.budget = 1e-4;
+    const auto none = sim::max_tokens(base, o);
+    CHECK_FALSE(none.best);
+    for (const auto& c : none.counts) {
+        CHECK(c.tokens == 0);
+        CHECK(c.limited_by == std::vector<std::string>{"budget"});
+    }
+}
+
+TEST_CASE("plan --max-tokens: 300k CNY in 60 days on monthly machine rental, never over the budget",
+          "[plan-search][max-tokens][budget][cli]") {
+    // 7b-monthly-vs-annual-rental-cny.yaml: 8-GPU machines at 100,000 CNY per month (730 h), every
+    // month begun paid. 300,000 CNY buy 3 machine-months: 1 machine for 3 months (the deadline
+    // binds first at 60 days) or 2 machines for 1 month; 4 machines cost 400,000 for one month.
+    const std::string f = std::string(TRAINSIM_TEST_DATA_DIR) + "/questions/7b-monthly-vs-annual-rental-cny.yaml";
+    const auto r = run_plan_cli(f + " --gpus 8,16,32 --budget 300000 --deadline-days 60 --max-tokens -q --json");
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out)["max_tokens"];
+    CHECK(j["days"] == "expected");
+    CHECK(j["currency"] == "CNY");
+    REQUIRE(j["counts"].size() == 3);
+    double most = 0;
+    for (const auto& c : j["counts"]) {
+        INFO(c["num_gpus"]);
+        REQUIRE(c["fits"] == true);
+        const auto& p = c["plan"];
+        CHECK(c["tokens"].get<double>() == c["steps"].get<double>() * 1024 * 4096);
+        if (c["tokens"].get<double>() > 0) {
+            CHECK(p["expected_cost"].get<double>() <= 300000);
+            CHECK(p["expected_days"].get<double>() <= 60);
+            CHECK(p["tokens"].get<double>() == c["tokens"].get<double>());
+            // The band's slow end trains fewer tokens, its fast end more.
+            CHECK(c["tokens_p10"].get<double>() <= c["tokens"].get<double>());
+            CHECK(c["tokens_p90"].get<double>() >= c["tokens"].get<double>());
+        }
+        most = std::max(most, c["tokens"].get<double>());
+    }
+    CHECK(j["counts"][0]["limited_by"] == nlohmann::json::array({"deadline"}));
+    // Two machines: a second month would bill 400,000.
+    CHECK(j["counts"][1]["limited_by"] == nlohmann::json::array({"budget"}));
+    CHECK(j["counts"][1]["plan"]["expected_days"].get<double>() <= 730.0 / 24);
+    CHECK(j["counts"][1]["plan"]["expected_cost"].get<double>() == Approx(200000));
+    // Four machines: one month already costs 400,000.
+    CHECK(j["counts"][2]["tokens"] == 0);
+    CHECK(j["counts"][2]["limited_by"] == nlohmann::json::array({"budget"}));
+    CHECK(j["best"]["tokens"].get<double>() == most);
+}
+
+TEST_CASE("plan --max-tokens needs a budget or a deadline, --models needs --max-tokens (exit 2)",
+          "[plan-search][max-tokens][cli]") {
+    const std::string f = std::string(TRAINSIM_TEST_DATA_DIR) + "/questions/7b-monthly-vs-annual-rental-cny.yaml";
+    const auto no_limit = trainsim::test::run_trainsim("plan " + f + " --max-tokens -q", true);
+    CHECK(no_limit.rc == 2);
+    CHECK(no_limit.out.find("--max-tokens") != std::string::npos);
+    const auto models = trainsim::test::run_trainsim("plan " + f + " --models llama2-7b --budget 1000 -q", true);
+    CHECK(models.rc == 2);
+    CHECK(models.out.find("--models") != std::string::npos);
+    const auto unknown =
+        trainsim::test::run_trainsim("plan " + f + " --max-tokens --models llama9-1b --budget 1000 -q", true);
+    CHECK(unknown.rc == 2);
+    CHECK(unknown.out.find("llama9-1b") != std::string::npos);
+}
+
+TEST_CASE("plan --max-tokens --models: the largest model that reaches 20 tokens per parameter",
+          "[plan-search][max-tokens][cli]") {
+    const std::string f = std::string(TRAINSIM_TEST_DATA_DIR) + "/questions/7b-monthly-vs-annual-rental-cny.yaml";
+    // One 8-GPU machine for at most 2 months (200,000 CNY), 45 days.
+    const auto r = run_plan_cli(f + " --gpus 8 --budget 200000 --deadline-days 45 --max-tokens "
+                                    "--models llama2-7b,llama2-13b -q --json");
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j["models"].size() == 2);
+    double largest = 0;
+    for (const auto& m : j["models"]) {
+        INFO(m["model"]);
+        const auto arch = model::load_preset(m["model"].get<std::string>(), TRAINSIM_TEST_DATA_DIR);
+        CHECK(m["params"].get<double>() == Approx(model::count_params(arch).total));
+        CHECK(m["compute_optimal_tokens"].get<double>() == Approx(20.0 * m["params"].get<double>()));
+        // Reaching the compute-optimal tokens is having at least that many (whole steps aside).
+        const bool reaches = m["reaches_compute_optimal"];
+        CHECK(reaches == (m["max_tokens"].get<double>() >= m["compute_optimal_tokens"].get<double>()));
+        if (reaches) {
+            const auto& p = m["plan_at_compute_optimal"];
+            CHECK(p["tokens"].get<double>() == Approx(m["compute_optimal_tokens"].get<double>()));
+            CHECK(p["expected_cost"].get<double>() <= 200000);
+            CHECK(p["expected_days"].get<double>() <= 45);
+            largest = std::max(largest, m["params"].get<double>());
+        }
+    }
+    if (largest > 0)
+        CHECK(j["largest_model"]["params"].get<double>() == largest);
+    else
+        CHECK(j["largest_model"].is_null());
 }

@@ -180,6 +180,13 @@ int run_cli(int argc, char** argv) {
         "mean time between interruptions blamed on one GPU (default: run.gpu_mtbf, Llama 3's 64,149 h)");
     plan_cmd->add_option("--restart-minutes", plan_args.restart_minutes,
                          "time lost per restart besides lost work (default: run.restart, 17 min from Llama 3)");
+    plan_cmd->add_flag("--max-tokens", plan_args.max_tokens,
+                       "ask backwards: the most tokens each GPU count trains within --budget and / or "
+                       "--deadline-days (docs/plan-search.md)");
+    plan_cmd->add_option("--models", plan_args.models,
+                         "with --max-tokens: the largest of these models (preset ids or config.json files) that "
+                         "trains on its compute-optimal tokens within the budget / deadline")
+        ->delimiter(',');
     plan_cmd->add_flag("--json", plan_args.json, "print {\"plans\": [...]} as JSON");
     plan_cmd->add_flag("--csv", plan_args.csv, "print the plans as CSV");
     plan_cmd->add_flag("--frontier", plan_args.frontier_csv,

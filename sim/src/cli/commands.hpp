@@ -126,6 +126,10 @@ struct PlanArgs {
     std::optional<std::string> checkpoint_bandwidth;
     std::optional<double> gpu_mtbf_hours;
     std::optional<double> restart_minutes;
+    // --max-tokens: the most tokens within --budget / --deadline-days, per GPU count; with
+    // --models, the largest of these models that reaches its compute-optimal tokens.
+    bool max_tokens = false;
+    std::vector<std::string> models;
 };
 
 fs::path data_dir(const std::string& flag);
@@ -178,6 +182,9 @@ void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, 
                          const std::optional<ConstraintMiss>& miss);
 
 int run_plan_search(const PlanArgs& a);
+// plan --max-tokens (max_tokens_command.cpp), on the base plan and the options run_plan_search
+// checked and built.
+int run_max_tokens(const PlanArgs& a, const model::Plan& base, const SearchOptions& o);
 
 // trainsim fit-stack
 struct FitStackArgs {

@@ -242,6 +242,8 @@ int run_plan_search(const PlanArgs& a) {
         run.restart_s = *a.restart_minutes * 60.0;
     }
 
+    if (a.max_tokens) return run_max_tokens(a, base, o);
+    if (!a.models.empty()) plan_arg_error("--models", "asks for the largest model within a budget: use it with --max-tokens");
     const bool bar = !a.quiet && isatty(STDERR_FILENO) != 0;
     if (bar) o.progress = progress_bar("plans");
     auto res = search_plans(base, o);
