@@ -1,6 +1,7 @@
 // Stack profiles (issue #41): the factors' closed forms on a hardware profile, the file format,
 // the fit on runs of a known stack, what runs can and cannot constrain, the bands of calibrated
 // predictions, and `validate --fit-on` / `fit-stack` through the CLI.
+#include "cli_runner.hpp"
 #include "fixtures.hpp"
 #include "scratch_dir.hpp"
 #include "trainsim/model/input/loader.hpp"
@@ -390,4 +391,32 @@ TEST_CASE("trainsim fit-stack writes a profile --stack reads, and validate --fit
     CHECK(w["rows"][1]["predicted_tokens_per_s_per_gpu"].get<double>() ==
           Approx(v["rows"][1]["predicted_tokens_per_s_per_gpu"].get<double>()).epsilon(1e-9));
     CHECK(run(fmt::format("validate {} --stack {}", (dir / "rest.csv").string(), (dir / "none.yaml").string())).rc == 2);
+}
+
+TEST_CASE("fit-stack takes the runs' node from the command line as validate does, checked as its keys",
+          "[stack][cli]") {
+    using namespace trainsim;
+    test::ScratchDir dir;
+    {
+        std::ofstream out(dir / "runs.csv");
+        out << kHeader << "\n" << run_line("r1", 2, 2, 1, 4, 16, 1024, 30000) << "\n"
+            << run_line("r2", 2, 1, 1, 2, 16, 1024, 28000) << "\n";
+    }
+    const auto runs = (dir / "runs.csv").string();
+    // Two GPUs per node put each 2-GPU run on one node; one GPU per node puts it on two: the runs
+    // then exercise the inter-node network, as validate --gpus-per-node 1 would simulate them.
+    const auto one = run(fmt::format("fit-stack {} --json", runs));
+    const auto two = run(fmt::format("fit-stack {} --gpus-per-node 1 --json", runs));
+    REQUIRE(one.rc == 0);
+    REQUIRE(two.rc == 0);
+    const auto j1 = nlohmann::json::parse(one.out), j2 = nlohmann::json::parse(two.out);
+    CHECK(j1["evidence"]["max_nodes"] == 1);
+    CHECK(j2["evidence"]["max_nodes"] == 2);
+    // Checked as cluster.gpus_per_node / cluster.nic_rate are.
+    const auto bad = test::run_trainsim(fmt::format("fit-stack {} --gpus-per-node 0", runs), true);
+    CHECK(bad.rc == 2);
+    CHECK(bad.out.find("--gpus-per-node") != std::string::npos);
+    const auto rate = test::run_trainsim(fmt::format("fit-stack {} --nic-rate fast", runs), true);
+    CHECK(rate.rc == 2);
+    CHECK(rate.out.find("--nic-rate") != std::string::npos);
 }

@@ -84,16 +84,8 @@ int run_cli(int argc, char** argv) {
     std::vector<std::string> val_rows;
     val->add_option("--row", val_rows,
                     "print the full simulation report of these row ids instead (with --json: their JSON report)");
-    int val_gpus_per_node = 0, val_nics_per_node = -1;
-    std::string val_nic_rate;
-    auto* val_gpn_opt = val->add_option("--gpus-per-node", val_gpus_per_node,
-                    "GPUs per node of the cluster the file's runs were measured on, where its source states it "
-                    "(default: what the row's source states in scenarios/validation/clusters.yaml, else each GPU "
-                    "profile's typical node)");
-    auto* val_nics_opt = val->add_option("--nics-per-node", val_nics_per_node,
-                    "NICs per node of that cluster (default: as for --gpus-per-node)");
-    val->add_option("--nic-rate", val_nic_rate,
-                    "line rate per NIC of that cluster, e.g. 200Gbit/s (default: as for --gpus-per-node)");
+    ClusterFlags val_cluster_flags;
+    add_cluster_flags(val, val_cluster_flags);
     bool val_split = false;
     val->add_flag("--split-accumulation", val_split,
                   "also split the step time of rows that differ only in their global batch into a per-step and a "
@@ -122,6 +114,7 @@ int run_cli(int argc, char** argv) {
     fit_cmd->add_option("--data-dir", fit_args.data_dir, "folder with models/ and hardware/");
     fit_cmd->add_flag("--force", fit_args.force, "replace an existing --out file");
     fit_cmd->add_flag("--json", fit_args.json, "print the fit (parameters, uncertainties, runs) as JSON");
+    add_cluster_flags(fit_cmd, fit_args.cluster, "the runs were measured on");
 
     auto* emc = app.add_subcommand("error-model",
                                    "run validate on published-measurement files and write the error-band table "
@@ -285,43 +278,20 @@ int run_cli(int argc, char** argv) {
                 return kExitBadInput;
             }
         }
-        model::ValidationCluster val_cluster;
-        {
-            std::vector<std::string> bad;
-            auto check_as_key = [&](const std::string& option, const std::string& key, const std::string& value) {
-                for (const auto& m : model::check_key_value(key, value)) bad.push_back(option + ": " + m);
-            };
-            // Given at all, checked: an explicit 0 or -1 is an error, not "the profile's".
-            if (val_gpn_opt->count() > 0) {
-                check_as_key("--gpus-per-node", "cluster.gpus_per_node", std::to_string(val_gpus_per_node));
-                val_cluster.gpus_per_node = val_gpus_per_node;
-            }
-            if (val_nics_opt->count() > 0) {
-                check_as_key("--nics-per-node", "cluster.nics_per_node", std::to_string(val_nics_per_node));
-                val_cluster.nics_per_node = val_nics_per_node;
-            }
-            if (!val_nic_rate.empty()) {
-                const auto before = bad.size();
-                check_as_key("--nic-rate", "cluster.nic_rate", val_nic_rate);
-                if (bad.size() == before) val_cluster.nic_rate = model::parse_bandwidth(val_nic_rate);
-            }
-            if (!bad.empty()) {
-                for (const auto& b : bad) std::cerr << "trainsim: validate: " << b << "\n";
-                return kExitBadInput;
-            }
-        }
+        const auto val_cluster = checked_cluster(val_cluster_flags, "validate");
+        if (!val_cluster) return kExitBadInput;
         if (const auto clusters = model::source_clusters_file(data_dir(val_data)); !fs::exists(clusters))
             std::cerr << fmt::format("trainsim: validate: note: no {}: the rows' nodes are what the command line "
                                      "states, else each GPU profile's typical node\n",
                                      clusters.string());
-        auto rows = model::load_validation_csv(val_file, data_dir(val_data), val_cluster);
+        auto rows = model::load_validation_csv(val_file, data_dir(val_data), *val_cluster);
         // A stack profile: given (--stack), or fitted here on the runs (--fit-on).
         std::shared_ptr<const model::StackProfile> stack;
         std::optional<StackFitResult> fit;
         std::vector<std::string> in_fit;
         if (!val_fit_on.empty()) {
             fit = fit_on_files(val_fit_on, val_data, fs::path(val_fit_on.front()).stem().string(),
-                               command_line(argc, argv), val_cluster);
+                               command_line(argc, argv), *val_cluster);
             // A row is a run of the fit when it is the same measurement: its id, GPU count and
             // measured value (ids repeat across files: every published file numbers from 1).
             for (const auto& row : rows)

@@ -186,6 +186,19 @@ int run_plan_search(const PlanArgs& a);
 // checked and built.
 int run_max_tokens(const PlanArgs& a, const model::Plan& base, const SearchOptions& o);
 
+// The node the measured runs of a file were made on, where the command line states it (validate,
+// fit-stack): --gpus-per-node, --nics-per-node, --nic-rate, each checked as its scenario key.
+struct ClusterFlags {
+    int gpus_per_node = 0;
+    int nics_per_node = -1;
+    std::string nic_rate;
+    CLI::Option* gpus_per_node_opt = nullptr;
+    CLI::Option* nics_per_node_opt = nullptr;
+};
+void add_cluster_flags(CLI::App* cmd, ClusterFlags& f, const std::string& what = "the file's runs were measured on");
+// The flags given, checked; nullopt after printing each problem (prefixed with `command`).
+std::optional<model::ValidationCluster> checked_cluster(const ClusterFlags& f, const std::string& command);
+
 // trainsim fit-stack
 struct FitStackArgs {
     std::vector<std::string> files;
@@ -194,6 +207,7 @@ struct FitStackArgs {
     std::string data_dir;
     bool force = false;
     bool json = false;
+    ClusterFlags cluster;
 };
 std::string command_line(int argc, char** argv);
 // Fits a stack on the rows of `files` (validation schema); a file with no usable run is an input error.

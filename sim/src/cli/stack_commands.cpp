@@ -13,6 +13,43 @@ std::string command_line(int argc, char** argv) {
     return s;
 }
 
+void add_cluster_flags(CLI::App* cmd, ClusterFlags& f, const std::string& what) {
+    f.gpus_per_node_opt = cmd->add_option(
+        "--gpus-per-node", f.gpus_per_node,
+        fmt::format("GPUs per node of the cluster {}, where its source states it (default: what the row's source "
+                    "states in scenarios/validation/clusters.yaml, else each GPU profile's typical node)",
+                    what));
+    f.nics_per_node_opt =
+        cmd->add_option("--nics-per-node", f.nics_per_node, "NICs per node of that cluster (default: as for --gpus-per-node)");
+    cmd->add_option("--nic-rate", f.nic_rate,
+                    "line rate per NIC of that cluster, e.g. 200Gbit/s (default: as for --gpus-per-node)");
+}
+
+std::optional<model::ValidationCluster> checked_cluster(const ClusterFlags& f, const std::string& command) {
+    model::ValidationCluster c;
+    std::vector<std::string> bad;
+    auto check_as_key = [&](const std::string& option, const std::string& key, const std::string& value) {
+        for (const auto& m : model::check_key_value(key, value)) bad.push_back(option + ": " + m);
+    };
+    // Given at all, checked: an explicit 0 or -1 is an error, not "the profile's".
+    if (f.gpus_per_node_opt && f.gpus_per_node_opt->count() > 0) {
+        check_as_key("--gpus-per-node", "cluster.gpus_per_node", std::to_string(f.gpus_per_node));
+        c.gpus_per_node = f.gpus_per_node;
+    }
+    if (f.nics_per_node_opt && f.nics_per_node_opt->count() > 0) {
+        check_as_key("--nics-per-node", "cluster.nics_per_node", std::to_string(f.nics_per_node));
+        c.nics_per_node = f.nics_per_node;
+    }
+    if (!f.nic_rate.empty()) {
+        const auto before = bad.size();
+        check_as_key("--nic-rate", "cluster.nic_rate", f.nic_rate);
+        if (bad.size() == before) c.nic_rate = model::parse_bandwidth(f.nic_rate);
+    }
+    for (const auto& b : bad) std::cerr << "trainsim: " << command << ": " << b << "\n";
+    if (!bad.empty()) return std::nullopt;
+    return c;
+}
+
 StackFitResult fit_on_files(const std::vector<std::string>& files, const std::string& data, const std::string& name,
                             const std::string& fitted_with, const model::ValidationCluster& cluster) {
     std::vector<model::ValidationRow> runs;
@@ -43,7 +80,9 @@ int run_fit_stack(const FitStackArgs& a, const std::string& fitted_with) {
             return kExitBadInput;
         }
     }
-    auto fit = fit_on_files(a.files, a.data_dir, name, fitted_with);
+    const auto cluster = checked_cluster(a.cluster, "fit-stack");
+    if (!cluster) return kExitBadInput;
+    auto fit = fit_on_files(a.files, a.data_dir, name, fitted_with, *cluster);
     if (!a.out.empty()) {
         fit.stack.source_file = a.out;
         const std::string text = model::render_stack_profile(fit.stack);
