@@ -116,6 +116,20 @@ int run_cli(int argc, char** argv) {
     fit_cmd->add_flag("--json", fit_args.json, "print the fit (parameters, uncertainties, runs) as JSON");
     add_cluster_flags(fit_cmd, fit_args.cluster, "the runs were measured on");
 
+    SweepArgs sweep_args;
+    auto* sweep_cmd = app.add_subcommand("sweep", "a plan search per cell of a grid of models, GPUs, counts, precisions, "
+                                                  "tokens and prices: one row per cell and GPU count");
+    sweep_cmd->add_option("GRID", sweep_args.grid, "sweep grid YAML (docs/plan-search.md \"Sweeps\")")->required();
+    sweep_cmd->add_option("--out", sweep_args.out,
+                          "write the rows here (.csv or .jsonl), cell by cell into OUT.partial, renamed to OUT when done");
+    sweep_cmd->add_flag("--resume", sweep_args.resume, "continue the sweep in OUT.partial (a killed sweep)");
+    sweep_cmd->add_flag("--force", sweep_args.force, "start over: replace OUT (when done) and drop OUT.partial");
+    sweep_cmd->add_option("--data-dir", sweep_args.data_dir, "folder with models/ and hardware/");
+    sweep_cmd->add_option("--threads", sweep_args.threads, "worker threads per search (default: all cores)");
+    sweep_cmd->add_flag("--json", sweep_args.json, "without --out: print the rows as JSON lines");
+    sweep_cmd->add_flag("--csv", sweep_args.csv, "without --out: print the rows as CSV")->excludes("--json");
+    sweep_cmd->add_flag("--quiet,-q", sweep_args.quiet, "no progress bar");
+
     auto* emc = app.add_subcommand("error-model",
                                    "run validate on published-measurement files and write the error-band table "
                                    "(docs/trust.md)");
@@ -215,6 +229,7 @@ int run_cli(int argc, char** argv) {
     if (*topo) return print_topology(topo_args, topo_fabric, topo_dot);
     if (*coll) return run_collective(coll_args);
     if (*plan_cmd) return run_plan_search(plan_args);
+    if (*sweep_cmd) return run_sweep(sweep_args);
     if (*fit_cmd) return run_fit_stack(fit_args, command_line(argc, argv));
     if (*emc) {
         std::vector<PublishedFile> files;

@@ -199,6 +199,21 @@ void add_cluster_flags(CLI::App* cmd, ClusterFlags& f, const std::string& what =
 // The flags given, checked; nullopt after printing each problem (prefixed with `command`).
 std::optional<model::ValidationCluster> checked_cluster(const ClusterFlags& f, const std::string& command);
 
+// trainsim sweep (sweep_command.cpp)
+struct SweepArgs {
+    std::string grid;
+    std::string out; // .csv or .jsonl; empty: a table (or --csv / --json lines) on standard output
+    std::string data_dir;
+    bool resume = false;
+    bool force = false;
+    bool json = false;
+    bool csv = false;
+    bool quiet = false;
+    unsigned threads = 0;
+};
+int run_sweep(const SweepArgs& a);
+std::string layout_words(const nlohmann::json& row);
+
 // trainsim fit-stack
 struct FitStackArgs {
     std::vector<std::string> files;

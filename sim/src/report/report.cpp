@@ -431,6 +431,22 @@ std::string plans_csv(const json& plans) {
     return out;
 }
 
+std::string csv_line(const std::vector<std::string>& columns, const json& row) {
+    std::vector<std::pair<std::string, std::string>> cells;
+    if (row.is_object()) flatten(row, "", cells);
+    std::string out;
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+        if (i > 0) out += ',';
+        if (row.is_null()) {
+            out += csv_cell(columns[i]);
+            continue;
+        }
+        const auto it = std::find_if(cells.begin(), cells.end(), [&](const auto& c) { return c.first == columns[i]; });
+        if (it != cells.end()) out += csv_cell(it->second);
+    }
+    return out + '\n';
+}
+
 std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
     std::string s;
     s += fmt::format("== {} ==\n", e.name);

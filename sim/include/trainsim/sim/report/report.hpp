@@ -27,6 +27,9 @@ struct PlanResult {
 // fields as dotted columns ("memory.weights_gib"), null as an empty cell. Columns are the union
 // over the plans, the layout and README's contract figures first.
 [[nodiscard]] std::string plans_csv(const nlohmann::json& plans);
+// One CSV line of fixed `columns` (dotted paths into `row`, as plans_csv names them), or the header
+// line itself when `row` is null: for outputs written row by row (trainsim sweep).
+[[nodiscard]] std::string csv_line(const std::vector<std::string>& columns, const nlohmann::json& row);
 
 // Detailed text for one plan (step breakdown, throughput, memory, days, money).
 [[nodiscard]] std::string format_plan(const model::Plan& plan, const RunEstimate& e);
