@@ -6,6 +6,7 @@
 
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/model/input/sweep_grid.hpp"
+#include "trainsim/sim/run/estimate.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -165,4 +166,32 @@ TEST_CASE("sweep --out: a killed sweep resumed gives the uninterrupted file, and
     CHECK(other.rc == 2);
     CHECK(other.out.find("another grid") != std::string::npos);
     CHECK(test::read_text(out) == text); // the finished file is untouched
+}
+
+TEST_CASE("reprice gives the estimate a fresh simulation with the other pricing gives, spot's preemptions included",
+          "[sweep][billing]") {
+    model::LoadOptions lo;
+    lo.data_dir = TRAINSIM_TEST_DATA_DIR;
+    const std::string base = "model: llama2-7b\ntraining: {tokens: 10B, seq_len: 4096, global_batch: 256, micro_batch: 1}\n"
+                             "parallel: {tp: 1, pp: 1, dp: auto}\nprecision: bf16\n"
+                             "cluster: {gpu: h100-sxm, nodes: 1, gpus_per_node: 8}\n";
+    auto hourly = model::load_scenario_text(base + "pricing: {basis: gpu_hour, rate: 2.0}\nplans:\n  - name: a\n",
+                                            "a.yaml", lo)
+                      .plans.front();
+    const auto spot = model::load_scenario_text(
+                          base + "pricing: {basis: gpu_hour, rate: 2.0, commitment: spot, spot: {rate: 0.9, "
+                                 "preemption_rate: 0.01/h, restart_wait: 30 min}}\nplans:\n  - name: a\n",
+                          "b.yaml", lo)
+                          .plans.front();
+    auto e = sim::estimate_plan(hourly);
+    const auto fresh = sim::estimate_plan(spot);
+    hourly.pricing = spot.pricing;
+    sim::reprice(e, hourly);
+    CHECK(e.priced);
+    CHECK(e.price_per_gpu_hour == Approx(fresh.price_per_gpu_hour));
+    CHECK(e.expected_days == Approx(fresh.expected_days).epsilon(1e-12));
+    CHECK(e.expected_days > e.days_to_train); // preemptions
+    CHECK(e.expected_cost == Approx(fresh.expected_cost).epsilon(1e-12));
+    CHECK(e.cost == Approx(fresh.cost).epsilon(1e-12));
+    CHECK(e.billing_options.size() == fresh.billing_options.size());
 }

@@ -173,56 +173,95 @@ void append(int fd, const std::string& text, const fs::path& path) {
             {model::Diagnostic{path.string(), 0, 0, "--out", fmt::format("cannot sync: {}", std::strerror(errno))}});
 }
 
-// The rows of one cell: the best plan of each GPU count (or why it has none), with band.
-std::vector<nlohmann::json> cell_rows(const model::SweepGrid& g, const model::SweepCell& c, const model::Plan& base,
-                                      const SearchOptions& tmpl, const std::optional<ErrorModel>& em,
-                                      const std::string& fp) {
-    SearchOptions o = tmpl;
-    o.space.gpu_counts = g.counts;
-    o.top = 1;
-    o.rank = o.deadline_days && !o.budget && has_price(base.pricing) ? RankBy::cost : RankBy::days;
-    std::vector<nlohmann::json> rows;
+// One cell's search: the best plan of each GPU count (absent: none qualifies), whether it is on
+// the cell's days-vs-cost front, and why a count has no plan.
+struct CellSearch {
     std::map<int, std::optional<RankedPlan>> best;
     std::map<int, bool> pareto;
-    std::vector<int> valid_counts;
-    for (int n : g.counts) {
-        best[n] = std::nullopt;
-        pareto[n] = false;
+    std::map<int, std::vector<std::string>> why;
+};
+
+double days_on(const RunEstimate& e, const SearchOptions& o) {
+    return o.basis == DaysBasis::expected ? e.expected_days : e.days_to_train;
+}
+double cost_on(const RunEstimate& e, const SearchOptions& o) {
+    return o.basis == DaysBasis::expected ? e.expected_cost : e.cost;
+}
+
+// The front as search_plans marks it: no other count both faster and cheaper (not worse in both).
+void mark_pareto(CellSearch& s, const SearchOptions& o) {
+    for (auto& [n, b] : s.best) {
+        s.pareto[n] = false;
+        if (!b) continue;
+        const double d = days_on(b->estimate, o), c = cost_on(b->estimate, o);
+        s.pareto[n] = std::none_of(s.best.begin(), s.best.end(), [&](const auto& other) {
+            if (other.first == n || !other.second) return false;
+            const double d2 = days_on(other.second->estimate, o), c2 = cost_on(other.second->estimate, o);
+            return d2 <= d && c2 <= c && (d2 < d || c2 < c);
+        });
     }
+}
+
+CellSearch search_cell(const std::vector<int>& counts, const model::Plan& base, const SearchOptions& tmpl,
+                       const std::optional<ErrorModel>& em) {
+    SearchOptions o = tmpl;
+    o.space.gpu_counts = counts;
+    o.top = 1;
+    o.rank = o.deadline_days && !o.budget && has_price(base.pricing) ? RankBy::cost : RankBy::days;
+    CellSearch s;
+    for (int n : counts) s.best[n] = std::nullopt;
     std::optional<SearchResult> res;
-    std::string why_none;
     try {
         res = search_plans(base, o);
-    } catch (const SearchError& e) {
-        why_none = e.diagnostics().empty() ? "no layout" : e.diagnostics().front().message;
+    } catch (const SearchError&) {
+        for (int n : counts) s.why[n] = {"no layout"};
+        mark_pareto(s, o);
+        return s;
     }
-    if (res) {
-        if (res->frontier.empty()) {
-            if (!res->plans.empty()) {
-                best[g.counts.front()] = res->plans.front();
-                pareto[g.counts.front()] = true;
-            }
-        } else {
-            for (auto& f : res->frontier) {
-                best[f.gpus] = f.best;
-                pareto[f.gpus] = f.pareto;
-            }
-        }
+    if (res->frontier.empty()) {
+        if (!res->plans.empty()) s.best[counts.front()] = res->plans.front();
+    } else {
+        for (auto& f : res->frontier) s.best[f.gpus] = f.best;
     }
-    std::optional<ConstraintMiss> miss;
     const bool constrained = o.deadline_days || o.budget;
-    if (constrained && res && std::any_of(best.begin(), best.end(), [](const auto& b) { return !b.second; }))
+    std::optional<ConstraintMiss> miss;
+    if (constrained && std::any_of(s.best.begin(), s.best.end(), [](const auto& b) { return !b.second; }))
         miss = explain_constraint_miss(base, o);
+    for (auto& [n, b] : s.best) {
+        if (b) {
+            attach_band(b->estimate, b->plan, em);
+            continue;
+        }
+        if (miss)
+            for (const auto& cm : miss->counts)
+                if (cm.gpus == n) s.why[n] = cm.excluded_by;
+        if (s.why[n].empty()) s.why[n] = {"memory"};
+    }
+    mark_pareto(s, o);
+    return s;
+}
+
+// The same search for another price: without constraints nothing in a search depends on the price
+// (the ranking is by days, and a count's cheapest plan is its fastest), so only the bills change.
+CellSearch repriced(CellSearch s, const model::Pricing& pricing, const SearchOptions& o) {
+    for (auto& [n, b] : s.best)
+        if (b) {
+            b->plan.pricing = pricing;
+            reprice(b->estimate, b->plan);
+        }
+    mark_pareto(s, o);
+    return s;
+}
+
+std::vector<nlohmann::json> cell_rows(const model::SweepGrid& g, const model::SweepCell& c, const CellSearch& s,
+                                      const std::string& fp) {
     auto label = [](const std::vector<model::SweepValue>& v, std::size_t i) {
         return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v[i].label);
     };
+    std::vector<nlohmann::json> rows;
     for (int n : g.counts) {
-        nlohmann::json row = nlohmann::json::object();
-        auto& b = best[n];
-        if (b) {
-            attach_band(b->estimate, b->plan, em);
-            row = plan_json(b->plan, b->estimate);
-        }
+        const auto& b = s.best.at(n);
+        nlohmann::json row = b ? plan_json(b->plan, b->estimate) : nlohmann::json::object();
         row["grid"] = fp;
         row["cell"] = model::sweep_cell_key(g, c);
         row["model"] = g.models[c.model].label;
@@ -233,18 +272,10 @@ std::vector<nlohmann::json> cell_rows(const model::SweepGrid& g, const model::Sw
         row["stack_axis"] = label(g.stacks, c.stack);
         row["price"] = c.price < g.prices.size() ? nlohmann::json(g.prices[c.price].name) : nlohmann::json(nullptr);
         row["num_gpus"] = n;
-        row["pareto"] = pareto[n];
-        nlohmann::json why = nlohmann::json::array();
-        if (!b) {
-            if (!why_none.empty()) why.push_back("no layout");
-            else if (miss) {
-                for (const auto& cm : miss->counts)
-                    if (cm.gpus == n) why = cm.excluded_by;
-            }
-            if (why.empty()) why.push_back("memory");
-        }
+        row["pareto"] = s.pareto.at(n);
         row["status"] = b ? "ok" : "no_plan";
-        row["excluded_by"] = why.empty() ? nlohmann::json("") : nlohmann::json(fmt::format("{}", fmt::join(why, "+")));
+        const auto it = s.why.find(n);
+        row["excluded_by"] = b || it == s.why.end() ? std::string() : fmt::format("{}", fmt::join(it->second, "+"));
         rows.push_back(std::move(row));
     }
     return rows;
@@ -344,9 +375,27 @@ int run_sweep(const SweepArgs& a) {
     auto progress = bar ? progress_bar("cells") : std::function<void(std::size_t, std::size_t)>();
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<nlohmann::json> all; // without --out: printed at the end
+    // Cells that differ only in their price share one search when nothing in it depends on the price.
+    const bool share = !grid.deadline_days && !grid.budget;
+    auto without_price = [&](const model::SweepCell& c) {
+        auto k = c;
+        k.price = static_cast<std::size_t>(-1);
+        return model::sweep_cell_key(grid, k);
+    };
+    std::optional<std::pair<std::string, CellSearch>> shared;
+    std::size_t searches = 0;
     for (std::size_t i = start; i < cells.size(); ++i) {
         if (progress) progress(i, cells.size());
-        auto rows = cell_rows(grid, cells[i], bases[i], tmpl, em, fp);
+        const std::string k = without_price(cells[i]);
+        CellSearch s;
+        if (share && shared && shared->first == k) {
+            s = repriced(shared->second, bases[i].pricing, tmpl);
+        } else {
+            s = search_cell(grid.counts, bases[i], tmpl, em);
+            ++searches;
+            if (share) shared.emplace(k, s);
+        }
+        auto rows = cell_rows(grid, cells[i], s, fp);
         if (fd >= 0) {
             std::string text;
             for (const auto& r : rows) text += o.csv ? csv_line(columns(), r) : r.dump() + "\n";
@@ -364,8 +413,9 @@ int run_sweep(const SweepArgs& a) {
             throw OutputError({model::Diagnostic{o.final_path.string(), 0, 0, "--out",
                                                  fmt::format("cannot rename {} over it: {}", o.partial.string(),
                                                              ec.message())}});
-        std::cerr << fmt::format("trainsim: sweep: {} cells x {} GPU counts = {} rows in {}, {:.1f} s\n", cells.size(),
-                                 grid.counts.size(), cells.size() * grid.counts.size(), o.final_path.string(), seconds);
+        std::cerr << fmt::format("trainsim: sweep: {} cells x {} GPU counts = {} rows in {}, {} searches, {:.1f} s\n",
+                                 cells.size(), grid.counts.size(), cells.size() * grid.counts.size(),
+                                 o.final_path.string(), searches, seconds);
         return kExitOk;
     }
     if (a.json) {

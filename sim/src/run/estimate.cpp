@@ -48,6 +48,17 @@ void apply_run_model(RunEstimate& e, const model::Plan& plan, const RunModelPara
     }
 }
 
+void reprice(RunEstimate& e, const model::Plan& plan) {
+    e.currency = plan.pricing.currency;
+    e.priced = has_price(plan.pricing);
+    e.pricing = plan.pricing;
+    e.price_per_gpu_hour = price_per_gpu_hour(plan.pricing, plan.cluster.gpus_per_node);
+    e.bill = {};
+    e.expected_bill = {};
+    e.cost = e.expected_cost = e.cost_per_million_tokens = 0;
+    if (e.step) apply_run_model(e, plan, plan.run);
+}
+
 AnalyticNetwork plan_network(const model::Plan& plan) {
     TopologyOptions fabric;
     fabric.oversubscription = plan.cluster.oversubscription;

@@ -107,6 +107,12 @@ struct RunEstimate {
 // (e must have been simulated).
 void apply_run_model(RunEstimate& e, const model::Plan& plan, const RunModelParams& params);
 
+// Re-prices `e`, an estimate of a plan, for plan.pricing (set by the caller): the price fields as
+// estimate_plan sets them, then apply_run_model with the plan's run settings (spot capacity's
+// preemptions change the expected wall clock). Equal to a fresh estimate of the plan with this
+// pricing, as the step does not depend on it (trainsim sweep shares a search across prices).
+void reprice(RunEstimate& e, const model::Plan& plan);
+
 [[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt = {},
                                         bool simulate_even_if_too_big = false);
 // The same with the step's op graph and a network already built (plan search: one topology and
