@@ -219,19 +219,21 @@ TEST_CASE("command-line sizes and rates get the same bounds as scenario keys", "
 
 TEST_CASE("a device or a huge file as input stops at a size limit instead of reading forever",
           "[hardening][loader]") {
-    // /dev/zero never ends: before, the readers consumed memory until killed.
+    // /dev/zero never ends: before, the readers consumed memory until killed. Now a device is
+    // refused before it is read, named for what it is (issue #45 item 7); the size cap stays for
+    // regular files (tests/test_defects_io.cpp).
     auto r = run_trainsim("simulate /dev/zero", true);
     CHECK(r.rc == 2);
-    CHECK_THAT(r.out, Contains("larger than"));
+    CHECK_THAT(r.out, Contains("is a character device"));
     r = run_trainsim("validate /dev/zero", true);
     CHECK(r.rc == 2);
-    CHECK_THAT(r.out, Contains("larger than"));
+    CHECK_THAT(r.out, Contains("is a character device"));
     test::ScratchDir tmp;
     const auto file = tmp.path() / "hf.yaml";
     test::write_text(file, scenario().replace(0, std::string("model: llama2-7b").size(), "model: {hf_config: /dev/zero}"));
     r = run_trainsim("simulate " + q(file), true);
     CHECK(r.rc == 2);
-    CHECK_THAT(r.out, Contains("larger than"));
+    CHECK_THAT(r.out, Contains("is a character device"));
 }
 
 TEST_CASE("a validation row beyond the physical range is refused at its cell", "[hardening][validation]") {

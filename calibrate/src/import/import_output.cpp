@@ -5,6 +5,7 @@
 #include "trainsim/calibrate/core/calibrate_error.hpp"
 #include "trainsim/calibrate/measure/measure.hpp"
 #include "trainsim/calibrate/measure/rendezvous.hpp"
+#include "trainsim/model/core/file_io.hpp"
 
 #include <fmt/format.h>
 
@@ -26,13 +27,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string read_import_file(const fs::path& file) {
-    std::error_code ec;
-    if (fs::is_directory(file, ec)) throw CalibrationInputError(file.string(), "is a directory, not a log file");
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw CalibrationInputError(file.string(), fmt::format("cannot open: {}", std::strerror(errno)));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    try {
+        return model::read_regular_file(file, model::kMaxDataFileBytes);
+    } catch (const model::FileReadError& e) {
+        throw CalibrationInputError(file.string(), e.reason());
+    }
 }
 
 std::vector<Sample> merge_imported(const std::vector<std::vector<Sample>>& per_file,
@@ -55,47 +54,11 @@ std::vector<Sample> merge_imported(const std::vector<std::vector<Sample>>& per_f
 
 namespace {
 
-[[noreturn]] void io_failure(const fs::path& file, const char* what) {
-    throw std::system_error(errno, std::generic_category(), fmt::format("{} '{}'", what, file.string()));
-}
-
-// text -> file through a temporary file in the same directory, flushed, then renamed over it.
+// text -> file through the shared checked writer: a temporary beside it, flushed to disk, then
+// renamed over it; a device or FIFO named samples.jsonl is written through, never replaced.
 void replace_file(const fs::path& file, const std::string& text) {
-    const fs::path tmp = file.parent_path() / fmt::format(".{}.import-{}.tmp", file.filename().string(), ::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) io_failure(tmp, "cannot create");
-    std::size_t off = 0;
-    while (off < text.size()) {
-        const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            const int err = errno;
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            errno = err;
-            io_failure(tmp, "cannot write");
-        }
-        off += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd) != 0 && errno != EINVAL) {
-        const int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        errno = err;
-        io_failure(tmp, "cannot flush");
-    }
-    ::close(fd);
-    if (::rename(tmp.c_str(), file.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        errno = err;
-        io_failure(file, "cannot rename the new samples over");
-    }
-    // The rename on disk too (a crash right after keeps the new file).
-    if (const int dfd = ::open(file.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-        (void)::fsync(dfd);
-        ::close(dfd);
-    }
+    (void)model::write_file_atomically(file, "--out", [&](std::ostream& os) { os << text; },
+                                       model::OutputOptions{.replace = true, .durable = true});
 }
 
 } // namespace
@@ -125,10 +88,7 @@ ImportWrite write_imported_samples(const fs::path& dir, const std::vector<Sample
                                                   "already in this file: an import never replaces a sample (use "
                                                   "--force to replace the whole file, or another --out)"});
         if (!clash.empty()) throw CalibrationInputError(std::move(clash));
-        std::ifstream in(w.samples, std::ios::binary);
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        text = ss.str();
+        text = read_import_file(w.samples);
         w.kept = old.samples.size();
     }
     for (const Sample& s : samples) text += to_json_line(s) + "\n";

@@ -5,6 +5,7 @@
 // (else two runs share the file), and a last line that is not cut mid-record.
 #include "trainsim/calibrate/core/calibrate_error.hpp"
 #include "trainsim/calibrate/import/run_import.hpp"
+#include "trainsim/model/core/file_io.hpp"
 
 #include "import_text.hpp"
 #include "run_log_formats.hpp"
@@ -290,42 +291,11 @@ RunLog parse_run_log(std::string_view text, const std::string& file, TrainerForm
 }
 
 std::string read_run_file(const std::filesystem::path& file) {
-    const std::string name = file.string();
-    // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) throw CalibrationInputError(name, fmt::format("cannot open: {}", std::strerror(errno)));
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) throw CalibrationInputError(name, fmt::format("cannot stat: {}", std::strerror(errno)));
-    if (S_ISDIR(st.st_mode)) throw CalibrationInputError(name, "is a directory, not a trainer's log");
-    if (!S_ISREG(st.st_mode))
-        throw CalibrationInputError(name, "is not a regular file (a FIFO, socket or device): save the log to a file");
-    if (static_cast<std::uint64_t>(st.st_size) > kMaxRunLogBytes)
-        throw CalibrationInputError(name, fmt::format("{} bytes: more than the {} MiB a run's log is read up to",
-                                                      st.st_size, kMaxRunLogBytes >> 20));
-    std::string text;
-    text.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    // Read up to the cap even if the file grows while it is read (a run still writing).
-    while (true) {
-        if (got == text.size()) {
-            if (text.size() >= kMaxRunLogBytes + 1) break;
-            text.resize(std::min(kMaxRunLogBytes + 1, std::max<std::size_t>(text.size() * 2, 4096)));
-        }
-        const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw CalibrationInputError(name, fmt::format("cannot read: {}", std::strerror(errno)));
-        if (n == 0) break;
-        got += static_cast<std::size_t>(n);
+    try {
+        return model::read_regular_file(file, kMaxRunLogBytes);
+    } catch (const model::FileReadError& e) {
+        throw CalibrationInputError(file.string(), e.reason());
     }
-    text.resize(got);
-    if (got > kMaxRunLogBytes)
-        throw CalibrationInputError(
-            name, fmt::format("more than the {} MiB a run's log is read up to", kMaxRunLogBytes >> 20));
-    return text;
 }
 
 } // namespace trainsim::calibrate

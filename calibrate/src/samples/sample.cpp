@@ -1,11 +1,13 @@
 #include "trainsim/calibrate/samples/sample.hpp"
 
 #include "trainsim/calibrate/core/calibrate_error.hpp"
+#include "trainsim/model/core/file_io.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -133,13 +135,16 @@ void read_shape(const json& s, Descriptor& d) {
     throw std::system_error(errno, std::generic_category(), fmt::format("{} '{}'", what, file.string()));
 }
 
-// Whole file as text; nullopt when it does not exist.
+// Whole file as text; nullopt when it does not exist. A folder, FIFO or device, or a file over
+// the data cap, is refused (SampleError naming what it is) instead of read without end.
 std::optional<std::string> slurp(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return std::nullopt;
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(file, ec))) return std::nullopt;
+    try {
+        return model::read_regular_file(file, model::kMaxDataFileBytes);
+    } catch (const model::FileReadError& e) {
+        throw SampleError({model::Diagnostic{file.string(), 0, 0, "", e.reason()}});
+    }
 }
 
 // Ops, element types and shapes the fit knows how to normalise; anything else is bad data.
@@ -316,8 +321,27 @@ Sample sample_from_json_text(const std::string& line) {
 // ---------------------------------------------------------------------------------------------
 
 SampleWriter::SampleWriter(const fs::path& file) : file_(file) {
-    fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd_ < 0) io_error(file, "cannot open samples file");
+    // O_NONBLOCK: a FIFO named samples.jsonl that nothing reads fails (ENXIO) or is opened at once
+    // instead of waiting for a reader; then it, a device or a folder is refused: samples are
+    // appended to a regular file, the record a crash must not lose.
+    fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
+    struct stat st {};
+    const bool opened = fd_ >= 0;
+    if (!opened && errno != ENXIO && errno != EISDIR) io_error(file, "cannot open samples file");
+    if (!opened ? ::stat(file.c_str(), &st) == 0 : ::fstat(fd_, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            if (opened) ::close(fd_);
+            fd_ = -1;
+            const std::string kind = model::describe_non_regular(file);
+            throw SampleError({model::Diagnostic{file.string(), 0, 0, "",
+                                                 fmt::format("is {}, not a regular file: samples are appended to a "
+                                                             "regular file",
+                                                             kind.empty() ? "not a regular file" : kind)}});
+        }
+    } else if (!opened) {
+        io_error(file, "cannot open samples file");
+    }
+    (void)::fcntl(fd_, F_SETFL, O_APPEND); // blocking writes again (a regular file never blocks anyway)
 }
 
 SampleWriter::~SampleWriter() {

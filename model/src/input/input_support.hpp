@@ -5,6 +5,7 @@
 #pragma once
 
 #include "trainsim/model/core/errors.hpp"
+#include "trainsim/model/core/file_io.hpp"
 #include "trainsim/model/core/scenario.hpp"
 #include "trainsim/model/core/units.hpp"
 
@@ -263,40 +264,18 @@ inline std::optional<std::string> read_enum(const YAML::Node& node, const Site& 
     return s;
 }
 
-// Input files are read whole, up to a size no real one reaches: a scenario, profile or config of
-// many MiB is a wrong file (a log, a device such as /dev/zero), refused before it eats the memory.
-inline constexpr std::size_t kMaxInputBytes = std::size_t{16} << 20;
-
-// The whole text of a file, or a "cannot open" / "too large" diagnostic at `at` (whose file is
-// the path).
+// The whole text of a file, or a diagnostic at `at` (whose file is the path) saying why not: no
+// such file, not readable, not a regular file (a folder, a FIFO, a device such as /dev/zero:
+// refused before it is opened, so nothing blocks or reads without end), or larger than
+// `max_bytes` (a scenario, profile or config of many MiB is a wrong file).
 inline std::optional<std::string> read_text(const std::filesystem::path& file, const Site& at, Diags& out,
                                             std::size_t max_bytes = kMaxInputBytes) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(file, ec)) {
-        report(out, at, fmt::format("cannot open '{}': it is a directory", file.string()));
+    try {
+        return read_regular_file(file, max_bytes);
+    } catch (const FileReadError& e) {
+        report(out, at, e.what());
         return std::nullopt;
     }
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-        report(out, at, fmt::format("cannot open '{}': no such file or not readable", file.string()));
-        return std::nullopt;
-    }
-    std::string text;
-    std::array<char, 1 << 16> buf{};
-    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
-        text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
-        if (text.size() > max_bytes) {
-            report(out, at,
-                   fmt::format("'{}' is larger than {} MiB, more than any input of this kind: a wrong file?",
-                               file.string(), max_bytes >> 20));
-            return std::nullopt;
-        }
-    }
-    if (in.bad()) {
-        report(out, at, fmt::format("cannot read '{}'", file.string()));
-        return std::nullopt;
-    }
-    return text;
 }
 
 // Where a quoted value opens that is not closed on its own line (1-based line and column), if

@@ -590,12 +590,10 @@ private:
     std::map<Precision, Site> efficiency_sites_;
 };
 
-HardwareProfile read_profile(const fs::path& file, const std::optional<std::string>& expected_id) {
-    const std::string name = file.string();
+HardwareProfile parse_profile(const std::string& text, const std::string& name,
+                              const std::optional<std::string>& expected_id) {
     Diags out;
-    auto text = detail::read_text(file, Site{name, 0, 0, ""}, out);
-    if (!text) throw ProfileError(out);
-    auto root = detail::parse_yaml(*text, name, out);
+    auto root = detail::parse_yaml(text, name, out);
     if (!root) throw ProfileError(out);
     if (!root->IsMap()) {
         report(out, Site{name, 1, 1, ""},
@@ -614,7 +612,19 @@ HardwareProfile read_profile(const fs::path& file, const std::optional<std::stri
     return p;
 }
 
+HardwareProfile read_profile(const fs::path& file, const std::optional<std::string>& expected_id) {
+    const std::string name = file.string();
+    Diags out;
+    auto text = detail::read_text(file, Site{name, 0, 0, ""}, out);
+    if (!text) throw ProfileError(out);
+    return parse_profile(*text, name, expected_id);
+}
+
 } // namespace
+
+HardwareProfile load_profile_text(const std::string& text, const std::string& name) {
+    return parse_profile(text, name, std::nullopt);
+}
 
 fs::path profile_path(const std::string& id_or_path, const fs::path& relative_to, const fs::path& data_dir) {
     const bool is_path = id_or_path.find('/') != std::string::npos || id_or_path.ends_with(".yaml") ||

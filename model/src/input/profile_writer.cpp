@@ -2,6 +2,7 @@
 // same double (or in the base unit when none does), each with its source; written whole or not at
 // all.
 #include "trainsim/model/input/profile_io.hpp"
+#include "trainsim/model/core/file_io.hpp"
 
 #include "profile_schema.hpp"
 
@@ -235,44 +236,21 @@ void write_profile(const HardwareProfile& profile, const fs::path& file, bool fo
     Diags missing;
     const std::string text = ProfileWriter(profile, file.string(), missing).render();
     if (!missing.empty()) throw ProfileError(missing);
-    std::error_code ec;
-    if (!force && fs::exists(file, ec)) fail(file, "already exists; refusing to overwrite it (use --force)");
-
-    // Write beside the target, then move it into place: a crash leaves the old file or the new
-    // one, never half of one.
-    std::random_device rd;
-    const fs::path tmp = file.parent_path() / fmt::format(".{}.tmp-{:08x}", file.filename().string(), rd());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) fail(file, fmt::format("cannot create temporary file '{}'", tmp.string()));
-        out << text;
-        out.flush();
-        if (!out) {
-            out.close();
-            fs::remove(tmp, ec);
-            fail(file, fmt::format("cannot write temporary file '{}'", tmp.string()));
-        }
+    // Validated before anything is written: a profile nothing can load (a fit whose every sample
+    // was unsupported) must not land on disk, let alone over a good one.
+    try {
+        (void)load_profile_text(text, file.string());
+    } catch (const ProfileError& e) {
+        std::vector<Diagnostic> diags = e.diagnostics();
+        for (auto& d : diags)
+            d.message += " (in the profile about to be written; nothing was written)";
+        throw ProfileError(std::move(diags));
     }
-    if (force) {
-        fs::rename(tmp, file, ec);
-    } else {
-        // A hard link is an atomic create-if-absent: it fails if the file appeared meanwhile.
-        fs::create_hard_link(tmp, file, ec);
-        if (ec && ec != std::errc::file_exists) {
-            // File systems without hard links: fall back to rename after a fresh check.
-            std::error_code ec2;
-            if (fs::exists(file, ec2)) ec = std::make_error_code(std::errc::file_exists);
-            else fs::rename(tmp, file, ec);
-        }
-        // After a link the temporary is a second name to drop; after a rename it is already gone.
-        std::error_code cleanup;
-        fs::remove(tmp, cleanup);
-    }
-    if (ec == std::errc::file_exists) fail(file, "already exists; refusing to overwrite it (use --force)");
-    if (ec) {
-        std::error_code cleanup;
-        fs::remove(tmp, cleanup);
-        fail(file, fmt::format("cannot move the written profile into place: {}", ec.message()));
+    try {
+        (void)write_file_atomically(file, "--out", [&](std::ostream& os) { os << text; },
+                                    OutputOptions{.replace = force, .durable = true});
+    } catch (const OutputError& e) {
+        throw ProfileError(e.diagnostics());
     }
 }
 

@@ -311,14 +311,8 @@ std::string quote(std::string_view s) {
 
 StackProfile load_stack_profile(const fs::path& file) {
     Diags out;
-    std::error_code ec;
-    if (fs::exists(file, ec) && !fs::is_directory(file, ec) && !fs::is_regular_file(file, ec)) {
-        // A FIFO would block the read until a writer came, a device never end: not a profile.
-        report(out, Site{file.string(), 0, 0, ""},
-               fmt::format("'{}' is not a regular file (a FIFO, a device or a socket): a stack profile is a YAML file",
-                           file.string()));
-        throw StackProfileError(out);
-    }
+    // read_text refuses a FIFO (which would block the read until a writer came) or a device
+    // (which may never end) before opening it.
     const auto text = detail::read_text(file, Site{file.string(), 0, 0, ""}, out);
     if (!text) throw StackProfileError(out);
     return parse(*text, file.string());

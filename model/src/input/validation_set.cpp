@@ -236,7 +236,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
     {
         detail::Diags read_problems;
         // Validation files are larger than scenarios (a 100k-row file is ~30 MiB) but bounded too.
-        auto text = detail::read_text(file, detail::Site{fname, 0, 0, ""}, read_problems, std::size_t{256} << 20);
+        auto text = detail::read_text(file, detail::Site{fname, 0, 0, ""}, read_problems, kMaxDataFileBytes);
         if (!text) throw ScenarioError(std::move(read_problems));
         in.str(std::move(*text));
     }

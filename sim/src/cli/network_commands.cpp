@@ -22,21 +22,13 @@ TopologyOptions topology_options(const FabricArgs& f, const model::Cluster& clus
 int print_topology(const Common& c, const FabricArgs& f, const std::string& dot) {
     const auto scenario = load(c);
     if (!dot.empty()) {
-        std::ofstream file;
-        std::ostream* os = &std::cout;
-        if (dot != "-") {
-            file.open(dot);
-            if (!file) {
-                model::Diagnostic d;
-                d.file = dot;
-                d.key = "--dot";
-                d.message = "cannot open the file for writing";
-                throw NetworkError({d});
-            }
-            os = &file;
-        }
-        for (const auto& plan : scenario.plans)
-            Topology(plan.hardware, plan.cluster, topology_options(f, plan.cluster)).write_dot(*os, plan.name);
+        // The checked atomic writer: a full disk or a failed write is an error and leaves an old
+        // file whole; a device or FIFO is written through, never truncated or replaced.
+        const std::string note = write_file_atomically(dot, "--dot", [&](std::ostream& os) {
+            for (const auto& plan : scenario.plans)
+                Topology(plan.hardware, plan.cluster, topology_options(f, plan.cluster)).write_dot(os, plan.name);
+        });
+        if (!note.empty()) std::cerr << "trainsim: " << note << "\n";
         return kExitOk;
     }
     for (const auto& plan : scenario.plans) {

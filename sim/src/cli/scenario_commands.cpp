@@ -18,15 +18,21 @@ fs::path data_dir(const std::string& flag) {
 // stderr); malformed -> an input error naming the file.
 std::optional<ErrorModel> load_error_model(const fs::path& dir) {
     const fs::path file = dir / "trust" / "error-model.json";
-    std::ifstream in(file);
-    if (!in) {
+    std::error_code ec;
+    if (!fs::exists(file, ec)) {
         std::cerr << fmt::format("trainsim: no error model at {}: figures are printed without error bands\n",
                                  file.string());
         return std::nullopt;
     }
+    std::string text;
+    try {
+        text = model::read_regular_file(file, model::kMaxInputBytes);
+    } catch (const model::FileReadError& e) {
+        throw model::InputError("error model", {model::Diagnostic{file.string(), 0, 0, "", e.what()}});
+    }
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(in);
+        j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
         throw model::InputError("error model", {model::Diagnostic{file.string(), 0, 0, "", e.what()}});
     }
@@ -135,18 +141,21 @@ fs::path trace_path(const fs::path& base, std::size_t index, std::size_t count) 
     return p;
 }
 
-void write_trace(const Common& c, const model::Plan& plan, RunEstimate& e, const fs::path& path) {
+// Staged in `batch`: the plans' traces are renamed into place together once every one was written;
+// what to say about this one is added to `said`, printed once they are.
+void write_trace(const Common& c, const model::Plan& plan, RunEstimate& e, const fs::path& path, OutputBatch& batch,
+                 std::vector<std::string>& said) {
     if (!e.step) {
         std::cerr << fmt::format("trainsim: '{}' does not fit in memory: no trace written to {}\n", plan.name,
                                  path.string());
         return;
     }
     const auto graph = model::build_workload(plan);
-    const std::string note = write_file_atomically(
-        path, "--trace", [&](std::ostream& os) { write_chrome_trace(os, plan, graph, *e.step, c.file); });
-    if (!note.empty()) std::cerr << "trainsim: " << note << "\n";
-    std::cerr << fmt::format("trainsim: trace of '{}' ({} ops on {} ranks) written to {}\n", plan.name,
-                             e.step->trace.size(), e.step->simulated_ranks, path.string());
+    const std::string note =
+        batch.stage(path, "--trace", [&](std::ostream& os) { write_chrome_trace(os, plan, graph, *e.step, c.file); });
+    if (!note.empty()) said.push_back(note);
+    said.push_back(fmt::format("trace of '{}' ({} ops on {} ranks) written to {}", plan.name, e.step->trace.size(),
+                               e.step->simulated_ranks, path.string()));
     e.step->trace = {};  // a large plan's trace need not stay in memory
 }
 
@@ -162,6 +171,9 @@ std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& s
     std::vector<PlanResult> results;
     all_fit = true;
     const auto em = load_error_model(data_dir(c.data_dir));
+    // A later plan's trace that cannot be written leaves the earlier ones' files as they were.
+    OutputBatch traces;
+    std::vector<std::string> said;
     auto progress = scenario.plans.size() >= kProgressFrom && isatty(STDERR_FILENO) != 0
                         ? progress_bar("plans")
                         : std::function<void(std::size_t, std::size_t)>();
@@ -172,8 +184,11 @@ std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& s
         attach_band(results.back().estimate, plan, em);
         all_fit = all_fit && results.back().estimate.fits;
         if (opt.record_trace)
-            write_trace(c, plan, results.back().estimate, trace_path(c.trace, i, scenario.plans.size()));
+            write_trace(c, plan, results.back().estimate, trace_path(c.trace, i, scenario.plans.size()), traces,
+                        said);
     }
+    traces.commit();
+    for (const auto& s : said) std::cerr << "trainsim: " << s << "\n";
     if (progress) progress(scenario.plans.size(), scenario.plans.size());
     return results;
 }

@@ -17,6 +17,8 @@ namespace trainsim::model {
 
 // A profile by path, or by id looked up in data_dir/hardware/<id>.yaml.
 [[nodiscard]] HardwareProfile load_profile(const std::filesystem::path& file);
+// The same strict reading of a profile's text; `name` stands for the file in diagnostics.
+[[nodiscard]] HardwareProfile load_profile_text(const std::string& text, const std::string& name);
 [[nodiscard]] HardwareProfile resolve_profile(const std::string& id_or_path,
                                               const std::filesystem::path& relative_to,
                                               const std::filesystem::path& data_dir);
@@ -26,8 +28,11 @@ namespace trainsim::model {
 [[nodiscard]] std::filesystem::path profile_path(const std::string& id_or_path,
                                                  const std::filesystem::path& relative_to,
                                                  const std::filesystem::path& data_dir);
-// Writes a profile in the same format (used by trainsim-calibrate fit). Never overwrites unless
-// force; throws ProfileError naming the file otherwise.
+// Writes a profile in the same format (used by trainsim-calibrate fit). The rendered text is read
+// back through the strict reader first: a profile that would not load is refused (ProfileError)
+// and nothing is written. Written through the checked atomic writer (core/file_io.hpp): never
+// overwrites unless force; a device or FIFO is written through, never replaced by a file; throws
+// ProfileError naming the file otherwise.
 void write_profile(const HardwareProfile& profile, const std::filesystem::path& file, bool force);
 
 // The datasheet figures a calibrated table depends on, by profile key (`calibrated.measured_on`):
