@@ -64,8 +64,10 @@ std::int64_t get_int(const json& j, const char* name, const std::string& where =
     if (!v.is_number_integer()) throw std::runtime_error(fmt::format("field '{}{}' must be an integer", where, name));
     const bool too_large = v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
                                                   : v.get<std::int64_t>() > hi;
-    if (too_large || (!v.is_number_unsigned() && v.get<std::int64_t>() < lo))
-        throw std::runtime_error(fmt::format("field '{}{}' = {} is out of range: {} to {}", where, name, v.dump(), lo, hi));
+    if (too_large)
+        throw std::runtime_error(fmt::format("field '{}{}' = {} is out of range: at most {}", where, name, v.dump(), hi));
+    if (!v.is_number_unsigned() && v.get<std::int64_t>() < lo)
+        throw std::runtime_error(fmt::format("field '{}{}' = {} is out of range: at least {}", where, name, v.dump(), lo));
     return v.get<std::int64_t>();
 }
 // A count that is an int inside trainsim (group sizes, timing loop counts).
