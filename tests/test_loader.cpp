@@ -85,7 +85,8 @@ std::string profile_yaml(const std::string& id, bool fp8) {
            "  dense_peak:\n" +
            peaks + unsupported +
            "  gemm_efficiency:\n"
-           "    bf16: {value: 0.75, source: \"fixture\"}\n"
+           "    bf16: {value: 0.75, source: \"fixture\"}\n" +
+           (fp8 ? "    fp8: {value: 0.7, source: \"fixture\"}\n" : "") + // 0.7: the value it read before it was required
            "  gemm_tile: {value: [128, 256], source: \"fixture\"}\n"
            "  attention_efficiency:\n"
            "    fwd: {value: 0.55, source: \"fixture\"}\n"

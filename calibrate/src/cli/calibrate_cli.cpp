@@ -453,7 +453,7 @@ int run_fit(const FitArgs& a) {
         json j = to_json(res.report);
         j["profile"] = a.out;
         j["base"] = base.id;
-        std::cout << j.dump(2) << "\n";
+        std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
         std::cout << format_report(res.report)
                   << fmt::format("Wrote {} (id {}, from base {})\n", a.out, res.profile.id, base.id);
@@ -466,7 +466,7 @@ int run_show(const std::string& file, const std::string& vs, const std::string& 
     const auto p = model::resolve_profile(file, fs::current_path(), data);
     std::optional<model::HardwareProfile> other;
     if (!vs.empty()) other = model::resolve_profile(vs, fs::current_path(), data);
-    if (as_json) std::cout << show_profile_json(p, other ? &*other : nullptr).dump(2) << "\n";
+    if (as_json) std::cout << show_profile_json(p, other ? &*other : nullptr).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else std::cout << show_profile(p, other ? &*other : nullptr);
     return kExitOk;
 }
@@ -610,7 +610,7 @@ int run_env(const CudaEntry& cuda, bool as_json, bool require_gpu) {
 #endif
     if (cuda.environment) j.update(cuda.environment());
     if (as_json) {
-        std::cout << j.dump(2) << "\n";
+        std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
         for (const auto& [k, v] : j.items())
             std::cout << fmt::format("{:<20} {}\n", k, v.is_string() ? v.get<std::string>() : v.dump());
@@ -697,10 +697,13 @@ int run_cli(int argc, char** argv, const CudaEntry& cuda) {
     nccl_cmd->add_option("FILE", im.files, "nccl-tests logs: the text printed on stdout, or the file -J wrote")->required();
     nccl_cmd->add_option("--op", im.op, "all_reduce | all_gather | reduce_scatter | all_to_all | send_recv (default: "
                                         "from the log, its file name or busbw / algbw)");
+    // Ranges a person can read (CLI::PositiveNumber's upper end is DBL_MAX, printed in 309
+    // digits): a collective spans at most the GPUs of the largest clusters (~200k, the scenario
+    // range of parallel.dp, 2^20) on at most their nodes (cluster.nodes, 65536).
     nccl_cmd->add_option("--group-size", im.group_size, "ranks of the collective (default: the log's Rank lines)")
-        ->check(CLI::PositiveNumber);
+        ->check(CLI::Range(1, 1 << 20));
     nccl_cmd->add_option("--nodes", im.nodes, "hosts the ranks span (default: the hosts of the Rank lines)")
-        ->check(CLI::PositiveNumber);
+        ->check(CLI::Range(1, 65536));
     add_common(nccl_cmd);
     auto* gemm_cmd = import_cmd->add_subcommand("gemm", "import a GEMM sweep CSV (m,n,k,dtype,time)");
     gemm_cmd->add_option("CSV", im.files, "CSV files with the header m,n,k,dtype,time")->required();

@@ -48,7 +48,7 @@ CLI::App* add_import_run_command(CLI::App& import_cmd, RunImportArgs& a) {
     cmd->add_option("--plan", a.plan, "the scenario's plan the run used (needed when it has several)");
     cmd->add_option("--id", a.id, "row id (default: the log file's stem); an id already in the CSV is refused");
     cmd->add_option("--warmup", a.warmup, "logged step records to drop as warm-up (default: the first max(2, 10%))")
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0, 1 << 20));  // a readable range (NonNegativeNumber's end is DBL_MAX)
     cmd->add_option("--out", a.out, "the CSV to append the row to (created with the header when absent)")->required();
     cmd->add_option("--data-dir", a.data_dir,
                     "folder with models/ and hardware/ (default: $TRAINSIM_DATA_DIR or "

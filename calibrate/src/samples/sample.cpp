@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -55,10 +56,25 @@ double get_number(const json& j, const char* name, const std::string& where = ""
     if (!v.is_number()) throw std::runtime_error(fmt::format("field '{}{}' must be a number", where, name));
     return v.get<double>();
 }
-std::int64_t get_int(const json& j, const char* name, const std::string& where = "") {
+// An integer in [lo, hi]. nlohmann reads integers past INT64_MAX (2^63 and up) as unsigned:
+// read as signed they would wrap to negative numbers, so the range is checked on the value as
+// written.
+std::int64_t get_int(const json& j, const char* name, const std::string& where = "",
+                     std::int64_t lo = std::numeric_limits<std::int64_t>::min(),
+                     std::int64_t hi = std::numeric_limits<std::int64_t>::max()) {
     const json& v = field(j, name, where);
     if (!v.is_number_integer()) throw std::runtime_error(fmt::format("field '{}{}' must be an integer", where, name));
+    const bool too_large = v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
+                                                  : v.get<std::int64_t>() > hi;
+    if (too_large)
+        throw std::runtime_error(fmt::format("field '{}{}' = {} is out of range: at most {}", where, name, v.dump(), hi));
+    if (!v.is_number_unsigned() && v.get<std::int64_t>() < lo)
+        throw std::runtime_error(fmt::format("field '{}{}' = {} is out of range: at least {}", where, name, v.dump(), lo));
     return v.get<std::int64_t>();
+}
+// A count that is an int inside trainsim (group sizes, timing loop counts).
+int get_int32(const json& j, const char* name, const std::string& where = "") {
+    return static_cast<int>(get_int(j, name, where, 0, std::numeric_limits<int>::max()));
 }
 bool get_bool(const json& j, const char* name, const std::string& where = "") {
     const json& v = field(j, name, where);
@@ -117,14 +133,14 @@ void read_shape(const json& s, Descriptor& d) {
         break;
     case OpKind::collective:
         d.bytes = get_number(s, "bytes", w);
-        d.group_size = static_cast<int>(get_int(s, "group_size", w));
+        d.group_size = get_int32(s, "group_size", w);
         d.scope = get_string(s, "scope", w);
         break;
     case OpKind::overlap:
         d.m = get_int(s, "m", w);
         d.n = get_int(s, "n", w);
         d.k = get_int(s, "k", w);
-        d.group_size = static_cast<int>(get_int(s, "group_size", w));
+        d.group_size = get_int32(s, "group_size", w);
         d.scope = get_string(s, "scope", w);
         d.comm_bytes = get_number(s, "comm_bytes", w);
         break;
@@ -285,9 +301,9 @@ Sample sample_from_json_text(const std::string& line) {
     d.label = get_string(j, "label");
     read_shape(field(j, "shape", ""), d);
     const json& timing = field(j, "timing", "");
-    d.warmup = static_cast<int>(get_int(timing, "warmup", "timing."));
-    d.iters = static_cast<int>(get_int(timing, "iters", "timing."));
-    d.calls_per_sample = static_cast<int>(get_int(timing, "calls_per_sample", "timing."));
+    d.warmup = get_int32(timing, "warmup", "timing.");
+    d.iters = get_int32(timing, "iters", "timing.");
+    d.calls_per_sample = get_int32(timing, "calls_per_sample", "timing.");
     d.flush_l2 = get_bool(timing, "flush_l2", "timing.");
     if (s.ok()) {
         const json& t = field(j, "time_s", "");
@@ -299,11 +315,11 @@ Sample sample_from_json_text(const std::string& line) {
         s.time.p10 = get_number(t, "p10", w);
         s.time.p90 = get_number(t, "p90", w);
         s.time.stddev = get_number(t, "stddev", w);
-        s.time.iters = static_cast<int>(get_int(t, "iters", w));
-        s.time.calls_per_sample = static_cast<int>(get_int(t, "calls_per_sample", w));
+        s.time.iters = get_int32(t, "iters", w);
+        s.time.calls_per_sample = get_int32(t, "calls_per_sample", w);
         if (j.contains("algo")) {
-            s.algo_index = static_cast<int>(get_int(j.at("algo"), "index", "algo."));
-            s.algo_count = static_cast<int>(get_int(j.at("algo"), "count", "algo."));
+            s.algo_index = get_int32(j.at("algo"), "index", "algo.");
+            s.algo_count = get_int32(j.at("algo"), "count", "algo.");
         }
         if (j.contains("telemetry")) {
             const json& tel = j.at("telemetry");
@@ -434,6 +450,17 @@ SampleFile read_samples(const fs::path& file) {
                                         fmt::format("impossible time: median {} s, min {} s (times must be positive "
                                                     "and finite)",
                                                     t.median, t.min)));
+                continue;
+            }
+            // One timed call of a measured kernel or collective takes microseconds to seconds (the
+            // largest calibration shapes: ~0.1 s); an hour bounds it. A longer one (1e300 s) is a
+            // broken file, and the profile's times, held as int64 picoseconds, could not carry it.
+            constexpr double kMaxCallSeconds = 3600.0;
+            if (t.max > kMaxCallSeconds || t.median > kMaxCallSeconds) {
+                problems.push_back(diag(file, line_no, key,
+                                        fmt::format("impossible time: time_s.max {} s, median {} s (one timed call "
+                                                    "takes at most {} s)",
+                                                    t.max, t.median, kMaxCallSeconds)));
                 continue;
             }
             // Tolerate rounding in the last digit; anything else is a broken file.

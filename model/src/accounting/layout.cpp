@@ -139,6 +139,15 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
     if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0)
         add("parallel.tp", fmt::format("tp={} and the {} KV heads of {} do not divide one another", p.tp,
                                        m.kv_heads, m.name));
+    // More TP ranks than KV heads: Megatron-Core gives each rank whole KV heads and does not
+    // replicate them (megatron/core/transformer/attention.py: num_query_groups_per_partition =
+    // divide(config.num_query_groups, tp_size), and divide() asserts that tp divides the groups).
+    // The op shapes here (kv_heads / tp per rank) would be a fraction of a head.
+    else if (m.kv_heads < p.tp)
+        add("parallel.tp", fmt::format("tp={} is more than the {} KV heads of {}: Megatron-Core splits whole KV heads "
+                                       "over the TP ranks (num_query_groups must be a multiple of tp) and does not "
+                                       "replicate them; use tp <= {}",
+                                       p.tp, m.kv_heads, m.name, m.kv_heads));
     if (m.ffn % p.tp != 0)
         add("parallel.tp", fmt::format("tp={} does not divide the FFN width {} of {}", p.tp, m.ffn, m.name));
     const bool empty_chunk = !no_empty_chunk(m.layers, p.pp, p.vp);
@@ -165,6 +174,13 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
         add("training.global_batch",
             fmt::format("global batch {} is not a multiple of micro_batch*dp = {}*{} = {}", t.global_batch,
                         t.micro_batch, p.dp, t.micro_batch * p.dp));
+    else if (plan.grad_accum() > kMaxMicrobatchesPerStep)
+        add("training.global_batch",
+            fmt::format("global_batch / (micro_batch*dp) = {} / ({}*{}) = {} micro-batches per step, more than the {} "
+                        "the simulation supports (each is simulated op by op; {} micro-batches is a 16k-sequence "
+                        "global batch, the largest published, at dp = 1 and micro_batch 1): raise micro_batch or dp",
+                        t.global_batch, t.micro_batch, p.dp, plan.grad_accum(), kMaxMicrobatchesPerStep,
+                        kMaxMicrobatchesPerStep));
     else if (p.vp > 1 && plan.grad_accum() % p.pp != 0)
         add("parallel.vp", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of pp={}",
                                        plan.grad_accum(), p.pp));

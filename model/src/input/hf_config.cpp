@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <map>
+#include <set>
 
 namespace trainsim::model {
 namespace fs = std::filesystem;
@@ -115,8 +117,22 @@ ModelArch load_hf_config(const std::filesystem::path& file) {
     auto text = detail::read_text(file, Site{name, 0, 0, ""}, out);
     if (!text) throw ScenarioError(out);
     Json j;
+    // A key written twice in one object: JSON (RFC 8259 section 4) leaves it to the reader, and
+    // nlohmann keeps the last, so which value a run used would depend on the reader. Refused,
+    // naming the key, like a repeated YAML key. The parser callback sees each object's keys in
+    // order: one set of seen keys per open object.
+    std::vector<std::set<std::string>> open_objects;
+    std::vector<std::string> repeated;
+    const Json::parser_callback_t note_keys = [&](int, Json::parse_event_t event, Json& parsed) {
+        if (event == Json::parse_event_t::object_start) open_objects.emplace_back();
+        else if (event == Json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+        else if (event == Json::parse_event_t::key && !open_objects.empty() && parsed.is_string() &&
+                 !open_objects.back().insert(parsed.get<std::string>()).second)
+            repeated.push_back(parsed.get<std::string>());
+        return true;
+    };
     try {
-        j = Json::parse(*text);
+        j = Json::parse(*text, note_keys);
     } catch (const Json::parse_error& e) {
         auto [line, col] = line_col(*text, e.byte > 0 ? e.byte - 1 : 0);
         report(out, Site{name, line, col, ""}, fmt::format("JSON syntax error: {}", e.what()));
@@ -127,6 +143,28 @@ ModelArch load_hf_config(const std::filesystem::path& file) {
     }
     if (!j.is_object()) {
         report(out, Site{name, 1, 1, ""}, "a config.json is a JSON object");
+        throw ScenarioError(out);
+    }
+    if (!repeated.empty()) {
+        std::map<std::string, std::size_t> searched_from;  // the next occurrence of each repeated key
+        for (const auto& key : repeated) {
+            const std::string quoted = Json(key).dump(-1, ' ', false, Json::error_handler_t::replace);
+            const auto first = text->find(quoted);
+            auto& from = searched_from.try_emplace(key, first == std::string::npos ? 0 : first + 1).first->second;
+            const auto pos = text->find(quoted, from);
+            Site at{name, 0, 0, key};
+            if (pos != std::string::npos) {
+                auto [line, col] = line_col(*text, pos);
+                at.line = line;
+                at.col = col;
+                from = pos + 1;
+            }
+            const int first_line = first == std::string::npos ? 0 : line_col(*text, first).first;
+            report(out, at,
+                   fmt::format("key '{}' is written twice in one object (first at line {}); JSON readers differ on "
+                               "which one counts, so write it once",
+                               key, first_line));
+        }
         throw ScenarioError(out);
     }
 

@@ -148,6 +148,25 @@ inline std::vector<Field> fields_of(const YAML::Node& map, const std::string& fi
     return fields;
 }
 
+// Where text is not valid UTF-8: the offset of the first byte that does not decode, that byte,
+// and the text as JSON with U+FFFD in its place (text_checks.cpp). Every text of an input must
+// be UTF-8: the JSON, trace and HTML outputs carry names, titles and currencies as they are.
+struct Utf8Problem {
+    std::size_t offset = 0;
+    unsigned byte = 0;
+    std::string readable;
+};
+std::optional<Utf8Problem> utf8_problem(std::string_view text);
+
+// The message for text that is not UTF-8, or "" when it is.
+inline std::string utf8_message(std::string_view text) {
+    const auto p = utf8_problem(text);
+    if (!p) return {};
+    return fmt::format("is not valid UTF-8 text: byte 0x{:02X} at offset {} of {} does not decode; save the file "
+                       "as UTF-8",
+                       p->byte, p->offset, p->readable);
+}
+
 // --- typed readers: each returns nullopt after reporting at `at` ---
 
 // A non-empty scalar (any spelling), as written.
@@ -159,6 +178,10 @@ inline std::optional<std::string> read_scalar(const YAML::Node& node, const Site
     }
     if (!node.IsScalar()) {
         report(out, at, fmt::format("expected {}, got {}", what, describe(node)));
+        return std::nullopt;
+    }
+    if (auto bad = utf8_message(node.Scalar()); !bad.empty()) {
+        report(out, at, std::move(bad));
         return std::nullopt;
     }
     return node.Scalar();
@@ -335,10 +358,44 @@ inline std::optional<std::pair<int, int>> unclosed_quote(const std::string& text
     return std::nullopt;
 }
 
-// The root node of YAML text, or a diagnostic at the syntax error.
+// The 1-based line where a second YAML document starts: a "---" after the first document's
+// content (or its own "---"), or 0 when none is found.
+inline int second_document_line(const std::string& text) {
+    std::istringstream in(text);
+    std::string line;
+    int number = 0;
+    bool content = false, opened = false;
+    while (std::getline(in, line)) {
+        ++number;
+        const bool marker = line.starts_with("---") && (line.size() == 3 || line[3] == ' ' || line[3] == '\t' ||
+                                                        line[3] == '\r');
+        if (marker) {
+            if (content || opened) return number;
+            opened = true;
+            continue;
+        }
+        const std::size_t first = line.find_first_not_of(" \t\r");
+        if (first != std::string::npos && line[first] != '#' && line[first] != '%') content = true;
+    }
+    return 0;
+}
+
+// The root node of YAML text, or a diagnostic at the syntax error. An input file is one
+// document: a second one after "---" would be silently dropped by a one-document load, so it is
+// refused where it starts.
 inline std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string& file, Diags& out) {
     try {
-        return YAML::Load(text);
+        auto docs = YAML::LoadAll(text);
+        if (docs.size() > 1) {
+            int line = second_document_line(text);
+            if (line == 0 && !docs[1].Mark().is_null()) line = docs[1].Mark().line + 1;
+            report(out, Site{file, line, 1, ""},
+                   "a second YAML document starts here ('---'): an input file is one document, and what follows "
+                   "would be ignored; remove the '---' or split the file");
+            return std::nullopt;
+        }
+        if (docs.empty()) return YAML::Node();
+        return docs.front();
     } catch (const YAML::Exception& e) {
         report(out, site_at(file, e.mark, ""), "YAML syntax error: " + e.msg);
         if (const auto q = unclosed_quote(text))

@@ -621,6 +621,14 @@ private:
             bad_.insert({"parallel.dp", "training.global_batch", "parallel.vp"});
         if (any_bad({"training.global_batch", "training.micro_batch"}))
             bad_.insert({"training.global_batch", "parallel.vp"});
+        // Rules of other keys that read a degree: with the degree unknown (tp: abc), their
+        // verdict would be about the default (tp = 1: "sequence parallelism needs tp > 1"), a
+        // consequence of the problem already reported, not a second one.
+        if (any_bad({"parallel.tp"})) bad_.insert("parallel.sequence_parallel");
+        if (any_bad({"parallel.pp", "parallel.vp"})) bad_.insert({"parallel.recompute_layers", "parallel.vp"});
+        if (any_bad({"parallel.pp", "parallel.dp", "cluster.nodes", "cluster.gpus_per_node"}))
+            bad_.insert("parallel.sharding");
+        if (any_bad({"training.seq_len"})) bad_.insert("parallel.cp");
         for (const auto& problem : check_layout(b_.plan)) {
             if (bad_.contains(problem.key)) continue;  // already reported as unreadable
             plan_problem(site_for(problem.key), problem.message);

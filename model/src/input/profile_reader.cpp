@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <tuple>
 #include <optional>
 #include <random>
 
@@ -202,6 +204,8 @@ private:
         return false;
     }
 
+    static constexpr double kMinRatio = 1e-6;
+
     // A plain number in (0, 1], (0, 2] for the NVLS ratio, (0, 4] for a speed (no server CPU's
     // single thread is 4x another's of the same decade), or [0, 1] for the slowdown.
     std::optional<double> read_ratio(Kind kind, const YAML::Node& n, const Site& at) {
@@ -212,6 +216,17 @@ private:
             report(out_, at, fmt::format("must lie in {}0, {}], got {}", zero_ok ? "[" : "(", hi, *x));
             return std::nullopt;
         }
+        // An efficiency or speed is a fraction of a peak that something reaches; the slowest thing
+        // a profile describes is a CPU core timed against a GPU's peak (~5e-5 of an H100's BF16
+        // peak, the CPU calibration backend). Far below that (1e-300) no device runs: every time
+        // built on it would overflow the step clock (int64 picoseconds, ~106 days).
+        if (x && !zero_ok && *x < kMinRatio) {
+            report(out_, at,
+                   fmt::format("{} is below {}, less than any device reaches (a CPU core against a GPU's peak is "
+                               "~5e-5): must lie in [{}, {}]",
+                               *x, kMinRatio, kMinRatio, hi));
+            return std::nullopt;
+        }
         return x;
     }
 
@@ -220,8 +235,12 @@ private:
             report(out_, at, fmt::format("expected [M, N], two integers, got {}", detail::describe(n)));
             return;
         }
-        auto m = detail::read_int(n[0], detail::site_at(file_, n[0].Mark(), at.key + "[0]"), 1, out_);
-        auto nn = detail::read_int(n[1], detail::site_at(file_, n[1].Mark(), at.key + "[1]"), 1, out_);
+        // A CTA tile holds at least one tensor-core MMA: the smallest shape of FP16 / BF16 / FP8
+        // mma.sync is m16n8 (PTX ISA, "Matrix shape" of mma: m16n8k8 / m16n8k16 / m16n8k32), so
+        // M >= 16 and N >= 8. Below that no kernel exists, and the cost model's half and quarter
+        // tiles (M/2, N/2) of a 1-wide tile would be 0 wide.
+        auto m = detail::read_int(n[0], detail::site_at(file_, n[0].Mark(), at.key + "[0]"), 16, out_);
+        auto nn = detail::read_int(n[1], detail::site_at(file_, n[1].Mark(), at.key + "[1]"), 8, out_);
         if (m) p_.gemm_tile_m = *m;
         if (nn) p_.gemm_tile_n = *nn;
     }
@@ -478,6 +497,19 @@ private:
         }
         bytes_ok = bytes_ok && within(b->value(), kCollectiveBytesBounds, f["bytes"].value_site, f["bytes"].value);
         const auto t = sample_time(f["time"]);
+        // One time per size of a curve: two would make the interpolation take whichever sorts
+        // first and drop the other without a word.
+        if (op && group_ok && scope && bytes_ok) {
+            const auto [first, fresh] = collective_time_lines_.try_emplace(
+                std::tuple{*op, *group, *scope, b->value()}, f["bytes"].value_site.line);
+            if (!fresh) {
+                report(out_, f["bytes"].value_site,
+                       fmt::format("{} of {} ranks ({}) at {} is measured twice (first at line {}): keep one row per "
+                                   "size (the median of the runs)",
+                                   *op, *group, *scope, format_bytes(*b), first->second));
+                return;
+            }
+        }
         if (op && group_ok && scope && bytes_ok && t)
             p_.collective_times.push_back(CollectiveSample{*op, group.value_or(0), *scope, *b, *t});
     }
@@ -544,6 +576,17 @@ private:
         for (const auto& [prec, at] : efficiency_sites_)
             if (seen_.contains("compute.dense_peak") && !p_.dense_peak.contains(prec) && !has_errors_at("compute.dense_peak"))
                 report(out_, at, fmt::format("gemm_efficiency for {} without a dense_peak for it", to_string(prec)));
+        // Each precision with a peak needs the fraction of it GEMMs reach, or its plans would
+        // run at a made-up one. FP16 alone may be left out: it runs on the same tensor-core path
+        // at the same rate as BF16 (A100 / H100 datasheets) and takes BF16's (compute_cost.cpp).
+        if (seen_.contains("compute.dense_peak") && seen_.contains("compute.gemm_efficiency") &&
+            !has_errors_at("compute.gemm_efficiency") && !has_errors_at("compute.dense_peak"))
+            for (const auto& [prec, peak] : p_.dense_peak)
+                if (prec != Precision::fp16 && !p_.gemm_efficiency.contains(prec))
+                    report(out_, inside("compute.gemm_efficiency", "compute.gemm_efficiency." + to_string(prec)),
+                           fmt::format("required key is missing: {} has a dense_peak, so the fraction of it that "
+                                       "large GEMMs reach is needed",
+                                       to_string(prec)));
         if (p_.nvls && !seen_.contains("interconnect.nvls_efficiency")) missing("interconnect.nvls_efficiency");
         power_checks();
         if (seen_.contains("memory.reserved") && seen_.contains("memory.hbm_capacity") &&
@@ -580,6 +623,8 @@ private:
     std::string file_;
     HardwareProfile& p_;
     Diags& out_;
+    // Each collective_times row's (op, group size, scope, bytes) and its line (duplicates).
+    std::map<std::tuple<std::string, int, std::string, double>, int> collective_time_lines_;
     Site root_site_;
     Site id_site_;
     std::set<std::string> seen_;

@@ -262,6 +262,14 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             diags.push_back({fname, start, 1, "", fmt::format("{} fields, the header has {}", f.size(), header.size())});
             continue;
         }
+        // Every cell is text the JSON output may carry (ids, sources, notes): UTF-8 only.
+        bool bad_text = false;
+        for (std::size_t i = 0; i < f.size(); ++i)
+            if (auto bad = detail::utf8_message(f[i]); !bad.empty()) {
+                diags.push_back({fname, start, static_cast<int>(i) + 1, header[i], std::move(bad)});
+                bad_text = true;
+            }
+        if (bad_text) continue;
         auto cell = [&](const std::string& k) -> const std::string& { return f[col.at(k)]; };
         auto column_of = [&](const std::string& k) { return static_cast<int>(col.at(k)) + 1; };
         // A blank cell is data ("the source does not say"), not a malformed file: a blank the

@@ -154,7 +154,11 @@ int run_cli(int argc, char** argv) {
         ->check(non_empty_path);
     plan_cmd->add_option("--model", plan_args.model, "model preset id (e.g. llama2-70b)");
     plan_cmd->add_option("--gpu", plan_args.gpu, "hardware profile id (e.g. h100-sxm)");
-    plan_cmd->add_option("--gpus", plan_args.gpus, "GPU count(s) to search, e.g. 64 or 32,64")->delimiter(',');
+    // At most 65,536 GPUs: the largest clusters built are ~100k GPUs, the largest published run
+    // used 16,384 (Llama 3); beyond, the search's per-GPU topology and groups exhaust the memory.
+    plan_cmd->add_option("--gpus", plan_args.gpus, "GPU count(s) to search, e.g. 64 or 32,64 (1 to 65536)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 65536));
     plan_cmd->add_option("--tokens", plan_args.tokens, "tokens to train on, e.g. 1T (default: 20 per parameter, compute-optimal)");
     plan_cmd->add_option("--seq-len", plan_args.seq_len, "sequence length (default 4096)");
     plan_cmd->add_option("--global-batch", plan_args.global_batch, "sequences per step (default 1024)");
@@ -262,7 +266,7 @@ int run_cli(int argc, char** argv) {
             const auto s = error_samples(f.rows, f.name, f.held_out, threads);
             samples.insert(samples.end(), s.begin(), s.end());
         }
-        const auto table = error_model_json(build_error_model(samples)).dump(1) + "\n";
+        const auto table = error_model_json(build_error_model(samples)).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
         if (em_out.empty())
             std::cout << table;
         else if (const auto note = write_file_atomically(em_out, "--out", [&](std::ostream& os) { os << table; });
@@ -367,7 +371,7 @@ int run_cli(int argc, char** argv) {
             if (stack) j["stack"] = stack_fit_json(*stack);
             for (const auto& spec : val_by) j["summary"]["by"][spec] = groups_json(group_errors(rep, spec));
             if (val_split) j["summary"]["accumulation_split"] = accumulation_json(split_accumulation(rows, rep));
-            std::cout << j.dump(2) << "\n";
+            std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         } else {
             std::cout << report_text(rep, val_verbose);
             for (const auto& spec : val_by) std::cout << groups_text(spec, group_errors(rep, spec));

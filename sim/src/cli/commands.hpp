@@ -80,8 +80,8 @@ struct CollectiveArgs {
     std::string op = "all_reduce";
     std::string size = "4GiB";
     int gpus = 8;
-    int gpus_per_node = 0;   // 0: the profile's node
-    int nics_per_node = -1;  // -1: the profile's node
+    std::optional<int> gpus_per_node;  // absent: the profile's node
+    std::optional<int> nics_per_node;  // absent: the profile's node
     std::string nic_rate;    // empty: the profile's node
     std::string intra = "nvswitch";
     std::string algo;        // empty: the fastest, as NCCL's tuner picks

@@ -74,13 +74,24 @@ int run_collective(const CollectiveArgs& a) {
         for (const auto& m : model::check_key_value(key, value)) problem(option, m);
     };
     if (!a.nic_rate.empty()) check_as_key("--nic-rate", "cluster.nic_rate", a.nic_rate);
-    if (a.gpus_per_node > 0) check_as_key("--gpus-per-node", "cluster.gpus_per_node", std::to_string(a.gpus_per_node));
-    if (a.nics_per_node >= 0) check_as_key("--nics-per-node", "cluster.nics_per_node", std::to_string(a.nics_per_node));
+    // Given, they are checked whatever their value (a negative count is an error, not "the
+    // profile's node").
+    if (a.gpus_per_node) check_as_key("--gpus-per-node", "cluster.gpus_per_node", std::to_string(*a.gpus_per_node));
+    if (a.nics_per_node) check_as_key("--nics-per-node", "cluster.nics_per_node", std::to_string(*a.nics_per_node));
+    // The largest collective group of a published run: Llama 3 405B's data-parallel
+    // all-reduces over 16,384 H100s (Llama 3 paper, arXiv 2407.21783, section 3.3). The flow
+    // model routes every pair of a group, so its cost grows with the square of the group size:
+    // 16,384 GPUs take seconds, 10^9 would exhaust the memory.
+    constexpr int kMaxCollectiveGpus = 16384;
+    if (a.gpus > kMaxCollectiveGpus)
+        problem("--gpus", fmt::format("{} GPUs is more than the collective model supports: 2 to {} (the largest "
+                                      "published collective group, Llama 3's 16,384 H100s)",
+                                      a.gpus, kMaxCollectiveGpus));
     if (!bad.empty()) throw NetworkError(std::move(bad));
     model::Cluster cluster;
     cluster.gpu = a.gpu;
-    cluster.gpus_per_node = a.gpus_per_node > 0 ? a.gpus_per_node : hw.default_gpus_per_node;
-    cluster.nics_per_node = a.nics_per_node >= 0 ? a.nics_per_node : hw.default_nics_per_node;
+    cluster.gpus_per_node = a.gpus_per_node.value_or(hw.default_gpus_per_node);
+    cluster.nics_per_node = a.nics_per_node.value_or(hw.default_nics_per_node);
     cluster.nic_rate = hw.default_nic_rate;
     if (!a.nic_rate.empty()) {
         try {
@@ -137,7 +148,7 @@ int run_collective(const CollectiveArgs& a) {
         j["algbw_gbps"] = algbw / 1e9;
         j["busbw_gbps"] = busbw / 1e9;
         j["algorithm"] = algorithm;
-        std::cout << j.dump(2) << "\n";
+        std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return kExitOk;
     }
     std::cout << fmt::format("{} of {} over {} GPU{} ({} node{} x {}, {}) on {}\n", model::to_string(*op),

@@ -441,7 +441,7 @@ int run_plan_search(const PlanArgs& a) {
                 j["gpu_only_alternative"] = gj;
             }
             if (advice) j["fit_advice"] = fit_advice_json(*advice);
-            std::cout << j.dump(2) << "\n";
+            std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         } else if (a.frontier_csv) {
             // One row per GPU count: its best plan's columns, and whether it is on the Pareto front
             // (only num_gpus and pareto where no layout of that count qualifies).

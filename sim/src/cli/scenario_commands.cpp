@@ -109,7 +109,7 @@ void print_results(const Common& c, const model::Scenario& scenario, const std::
                    bool side_by_side) {
     if (c.trace == "-") return; // stdout carries the trace
     if (c.json) {
-        std::cout << results_json(results).dump(2) << "\n"; // with the same advice
+        std::cout << results_json(results).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"; // with the same advice
         return;
     }
     if (c.csv) {

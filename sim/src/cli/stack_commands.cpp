@@ -91,7 +91,7 @@ int run_fit_stack(const FitStackArgs& a, const std::string& fitted_with) {
         if (const auto note = write_file_atomically(a.out, "--out", [&](std::ostream& os) { os << text; }); !note.empty())
             std::cerr << "trainsim: " << note << "\n";
     }
-    if (a.json) std::cout << stack_fit_json(fit.stack).dump(2) << "\n";
+    if (a.json) std::cout << stack_fit_json(fit.stack).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else {
         std::cout << stack_fit_text(fit);
         if (!a.out.empty())

@@ -52,9 +52,13 @@ double ComputeCost::shape_factor(std::int64_t m, std::int64_t n, std::int64_t k,
     // cuBLAS picks among tile shapes; smaller tiles fit narrow matrices and fill partial waves
     // but re-read operands more often, which costs them a fixed share of throughput.
     double best = 0;
-    for (const auto& [tm, tn, tile_eff] : {std::tuple{hw_.gemm_tile_m, hw_.gemm_tile_n, 1.0},
-                                           std::tuple{hw_.gemm_tile_m, hw_.gemm_tile_n / 2, kHalfTileEfficiency},
-                                           std::tuple{hw_.gemm_tile_m / 2, hw_.gemm_tile_n / 2, kQuarterTileEfficiency}}) {
+    // Profiles hold tiles of at least 16 x 8 (profile_reader.cpp); a profile built in memory is
+    // held to 1 x 1 so that no tile is 0 wide.
+    const std::int64_t tile_m = std::max(1, hw_.gemm_tile_m), tile_n = std::max(1, hw_.gemm_tile_n);
+    const std::int64_t half_m = std::max<std::int64_t>(1, tile_m / 2), half_n = std::max<std::int64_t>(1, tile_n / 2);
+    for (const auto& [tm, tn, tile_eff] : {std::tuple{tile_m, tile_n, 1.0},
+                                           std::tuple{tile_m, half_n, kHalfTileEfficiency},
+                                           std::tuple{half_m, half_n, kQuarterTileEfficiency}}) {
         // Wave quantisation: output tiles are spread over the SMs in waves; a partial last wave
         // leaves SMs idle. Edge tiles that are only partly filled do full work.
         const double tiles = static_cast<double>(batch * ceil_div(m, tm) * ceil_div(n, tn));

@@ -516,7 +516,12 @@ AlgorithmCost CollectiveModel::cost(CollectiveOp op, const GroupPlacement& g, By
     // ring for large buffers even where the tree would have run faster (sjeaugey, nccl-tests #196:
     // the tree beyond the network limit is what NCCL_ALGO=Tree forces). The choice here follows
     // the tuner's estimate on two nodes; the time is the physical model's for the choice.
-    const bool tuner_choice = nn == 2 && ppn >= 2 && !only;
+    // The tuner's comparison is against the ring over one node's members, so it applies only to
+    // the ops a ring runs (all_reduce, all_gather, reduce_scatter); all_to_all and send_recv run
+    // direct, over two nodes as over one.
+    const bool ring_op = op == CollectiveOp::all_reduce || op == CollectiveOp::all_gather ||
+                         op == CollectiveOp::reduce_scatter;
+    const bool tuner_choice = nn == 2 && ppn >= 2 && !only && ring_op;
     double tuner_base = 0;
     if (tuner_choice) {
         GroupPlacement one = g;

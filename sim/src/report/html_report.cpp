@@ -204,8 +204,15 @@ template <class Fill> std::vector<BarRow> plan_rows(const std::vector<PlanResult
 std::string days_chart(const std::vector<PlanResult>& results) {
     const auto rows = plan_rows(results, [](const PlanResult& r, BarRow& row) {
         row.values = {r.estimate.days_to_train};
-        row.marker = r.estimate.expected_days;
-        row.value_text = fmt::format("{:.1f} days ({:.1f} expected)", r.estimate.days_to_train, r.estimate.expected_days);
+        if (r.estimate.run.first_order_valid) {
+            row.marker = r.estimate.expected_days;
+            row.value_text =
+                fmt::format("{:.1f} days ({:.1f} expected)", r.estimate.days_to_train, r.estimate.expected_days);
+        } else {
+            // Interrupted more often than a checkpoint interval: no expected figure (report.cpp).
+            row.value_text = fmt::format("{:.1f} days (expected: not estimated, failures too frequent)",
+                                         r.estimate.days_to_train);
+        }
         if (const auto& b = r.estimate.band)
             row.range = std::pair{r.estimate.days_to_train * b->time_p10, r.estimate.days_to_train * b->time_p90};
     });

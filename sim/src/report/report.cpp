@@ -103,6 +103,18 @@ std::size_t lead_position(const std::string& k) {
     return it == kLead.end() ? kLead.size() : static_cast<std::size_t>(it - kLead.begin());
 }
 
+// Why the expected wall clock is not estimated, or "" when it is: the run model is first order
+// in (checkpoint interval, restart) / (time between interruptions) and says nothing when the
+// cluster is interrupted more often than that (sim/run/run_model.hpp first_order_valid).
+std::string expected_invalid_reason(const RunEstimate& e) {
+    if (e.run.first_order_valid) return {};
+    return fmt::format("the cluster is interrupted every {:.3g} s on average (failures{}), not longer than a "
+                       "checkpoint interval ({:.3g} s) or a restart ({:.3g} s): the run would not progress as "
+                       "modelled, so no expected wall clock is given (run.gpu_mtbf, run.node_mtbf)",
+                       e.run.interruption_interval_s, e.run.preemption_interval_s > 0 ? ", preemptions" : "",
+                       e.run.checkpoint_interval_s, e.run.restart_s + e.run.preemption_wait_s);
+}
+
 std::string money(double v, const std::string& cur) {
     if (v >= 1e6) return fmt::format("{:.2f} M {}", v / 1e6, cur);
     if (v >= 1e3) return fmt::format("{:.1f} k {}", v / 1e3, cur);
@@ -121,6 +133,8 @@ std::string billing_lines(const RunEstimate& e) {
                         ? std::string()
                         : fmt::format(" per {}", model::to_string(e.pricing.increment)),
                     100 * b.unused_fraction, money(b.cost_prorated, e.currency));
+    if (const auto why = expected_invalid_reason(e); !why.empty())
+        return s + fmt::format("  ** expected wall clock: NOT ESTIMATED: {}\n", why);
     s += fmt::format(
         "  expected wall clock {:.1f} d (slowdowns, stragglers, checkpoints, failures, planned stops{}, restarts): {} billed",
         e.expected_days, e.run.preemption_interval_s > 0 ? ", preemptions" : "", money(e.expected_cost, e.currency));
@@ -136,6 +150,8 @@ std::string billing_lines(const RunEstimate& e) {
 // "  energy: 58.3 MWh at PUE 1.40 (avg 6.6 kW; 520 W per GPU), 40.8 k CNY, 23.1 t CO2, 1.2 kWh per M tokens"
 std::string energy_line(const RunEstimate& e) {
     if (!e.energy) return fmt::format("  energy: unknown ({})\n", e.energy_note);
+    if (!e.run.first_order_valid)
+        return "  energy: not estimated (it is taken over the expected wall clock, which is not)\n";
     const auto& en = *e.energy;
     const std::string amount =
         en.kwh >= 1e3 ? fmt::format("{:.1f} MWh", en.kwh / 1e3) : fmt::format("{:.1f} kWh", en.kwh);
@@ -383,6 +399,14 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
     json j = plan_json_priced(plan, e);
     null_money_without_price(j, e);
     energy_fields(j, plan, e);
+    // No expected figure where the run model does not hold (run.first_order_valid false): null,
+    // as money is without a price, so CSV and HTML show no number either; the reason beside.
+    if (e.step && e.fits && !e.run.first_order_valid) {
+        for (const char* k : {"expected_days", "expected_cost"})
+            for (const char* end : {"", "_p10", "_p90"})
+                if (j.contains(std::string(k) + end)) j[std::string(k) + end] = nullptr;
+        j["expected_days_not_estimated"] = expected_invalid_reason(e);
+    }
     return j;
 }
 
@@ -530,6 +554,8 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                              ? std::string("no price (pricing.rate)")
                              : fmt::format("{} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
                                            e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
+        if (!e.priced && !e.run.first_order_valid)
+            s += fmt::format("  ** expected wall clock: NOT ESTIMATED: {}\n", expected_invalid_reason(e));
         s += billing_lines(e);
         s += energy_line(e);
         return s;
@@ -544,6 +570,8 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                                 money(e.bill_for_days(e.days_to_train * band.time_p10).cost, e.currency),
                                 money(e.bill_for_days(e.days_to_train * band.time_p90).cost, e.currency),
                                 e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
+    if (!e.priced && !e.run.first_order_valid)
+        s += fmt::format("  ** expected wall clock: NOT ESTIMATED: {}\n", expected_invalid_reason(e));
     s += billing_lines(e);
     s += energy_line(e);
     s += fmt::format("  80% band (p10-p90, docs/trust.md): {}; regime {}\n", band.basis, band.regime);

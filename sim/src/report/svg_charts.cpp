@@ -62,7 +62,7 @@ std::string axis_num(double v) {
 // JSON inside <script type="application/json">: "<" only occurs inside strings, where \u003c
 // is the same character, so "</script>" in a plan name cannot end the block.
 std::string script_json(const json& j) {
-    const std::string s = j.dump(2);
+    const std::string s = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
     std::string out;
     out.reserve(s.size());
     for (char c : s) {

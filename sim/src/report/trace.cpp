@@ -96,12 +96,12 @@ void write_chrome_trace(std::ostream& os, const model::Plan& plan, const model::
     other["all_ranks"] = step.simulated_ranks == static_cast<std::size_t>(plan.num_gpus());
     other["time_unit"] = "us";
 
-    os << "{\"displayTimeUnit\": \"ms\",\n\"otherData\": " << other.dump() << ",\n\"traceEvents\": [\n";
+    os << "{\"displayTimeUnit\": \"ms\",\n\"otherData\": " << other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << ",\n\"traceEvents\": [\n";
     bool first = true;
     auto emit = [&](const ordered_json& j) {
         if (!first) os << ",\n";
         first = false;
-        os << j.dump();
+        os << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     };
     auto meta = [&](const char* name, int pid, int tid, ordered_json args) {
         ordered_json j;

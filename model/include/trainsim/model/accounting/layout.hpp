@@ -16,10 +16,17 @@ struct LayoutProblem {
 
 // Every rule the plan breaks (empty when it is valid): heads % tp, kv_heads % tp, ffn % tp,
 // a layer in every model chunk, gpus == tp*pp*cp*dp, global_batch % (micro_batch*dp), seq_len %
-// (2*cp) for load-balanced causal CP, micro-batches % pp for interleaving, precision supported by
+// (2*cp) for load-balanced causal CP, micro-batches % pp for interleaving, at most
+// kMaxMicrobatchesPerStep micro-batches, precision supported by
 // the GPU, sequence parallelism only with tp > 1, pp > 1 with ZeRO-2/3 refused (as in
 // Megatron/DeepSpeed; FSDP / HSDP under pp keep their gathered weights through the step).
 [[nodiscard]] std::vector<LayoutProblem> check_layout(const Plan& plan);
+
+// The most micro-batches per step (global_batch / (micro_batch * dp)) a plan may have: the
+// workload builds every micro-batch's ops, so memory and time grow with them (16384 take ~1 min
+// and ~0.7 GB for a 32-layer model). The largest published global batches are ~16k sequences
+// (the training.global_batch range), i.e. 16384 micro-batches even at dp = 1, micro_batch 1.
+inline constexpr int kMaxMicrobatchesPerStep = 16384;
 
 // Transformer layers of model chunk `chunk` (0..vp-1) on pipeline stage `stage`. When pp*vp
 // divides the layers, every chunk holds layers / (pp*vp). Otherwise the embedding and the loss
