@@ -201,18 +201,14 @@ ModelArch load_hf_config(const std::filesystem::path& file) {
     m.ffn_type = *ffn_type;
     m.vocab = *vocab;
     m.tied_embeddings = tied.value_or(false);
-    if (head_dim) {
-        m.head_dim = *head_dim;
-    } else if (m.hidden % m.heads != 0) {
-        report(out, r.site("num_attention_heads"),
-               fmt::format("hidden_size {} is not a multiple of num_attention_heads {} and there is no head_dim",
-                           m.hidden, m.heads));
-    } else {
-        m.head_dim = m.hidden / m.heads;
-    }
-    if (!out.empty()) throw ScenarioError(out);
-    const std::map<std::string, std::string> field_of{{"kv_heads", "num_key_value_heads"}, {"head_dim", "head_dim"}};
-    for (const auto& p : detail::check_model_shape(m)) report(out, r.site(field_of.at(p.key)), p.message);
+    m.head_dim = head_dim ? *head_dim : m.hidden / m.heads;
+    const std::map<std::string, std::string> field_of{
+        {"heads", "num_attention_heads"}, {"kv_heads", "num_key_value_heads"}, {"head_dim", "head_dim"}};
+    for (const auto& p : detail::check_model_shape(m, head_dim.has_value()))
+        report(out, r.site(field_of.at(p.key)),
+               p.key == "heads" ? fmt::format("{} (hidden_size / num_attention_heads, and there is no head_dim)",
+                                              p.message)
+                                : p.message);
     if (!out.empty()) throw ScenarioError(out);
     return m;
 }

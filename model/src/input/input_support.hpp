@@ -421,17 +421,26 @@ struct ShapeProblem {
     std::string message;
 };
 
-// Rules every model obeys, however it was written (preset, inline, HF config). Precondition:
-// layers, hidden, heads, ffn, vocab >= 1 (checked when read).
-inline std::vector<ShapeProblem> check_model_shape(const ModelArch& m) {
+// Rules every model obeys, however it was written (preset, inline, HF config, a row of a
+// validation CSV). Precondition: layers, hidden, heads, ffn, vocab >= 1 (checked when read).
+// `head_dim_written`: false where head_dim is not given but follows from hidden / heads (the
+// caller has set it so), which heads must then divide (blamed on heads; the caller may add how to
+// give head_dim where its format can).
+inline std::vector<ShapeProblem> check_model_shape(const ModelArch& m, bool head_dim_written) {
     std::vector<ShapeProblem> out;
+    const bool head_dim_whole = head_dim_written || m.hidden % m.heads == 0;
+    if (!head_dim_whole)
+        out.push_back({"heads", fmt::format("hidden {} is not a multiple of heads {} (head_dim = hidden / heads "
+                                            "would not be whole)",
+                                            m.hidden, m.heads)});
     if (m.kv_heads < 1 || m.kv_heads > m.heads)
         out.push_back({"kv_heads", fmt::format("kv_heads {} must lie in [1, heads = {}]", m.kv_heads, m.heads)});
     else if (m.heads % m.kv_heads != 0)
         out.push_back({"kv_heads", fmt::format("kv_heads {} does not divide heads {} (each KV head serves a "
                                                "whole group of query heads)",
                                                m.kv_heads, m.heads)});
-    if (m.head_dim < 1) out.push_back({"head_dim", fmt::format("must be at least 1, got {}", m.head_dim)});
+    if (head_dim_whole && m.head_dim < 1)
+        out.push_back({"head_dim", fmt::format("must be at least 1, got {}", m.head_dim)});
     return out;
 }
 

@@ -230,16 +230,9 @@ std::optional<ModelArch> build_model(const std::map<std::string, Written>& field
     // Invariant: heads is required and read with a minimum of 1.
     if (m.heads < 1) throw std::logic_error("build_model: heads < 1 after a successful read");
     if (!b.kv_heads_written) m.kv_heads = m.heads;
-    if (!b.head_dim_written) {
-        if (m.hidden % m.heads != 0) {
-            report(out, site_of("heads"),
-                   fmt::format("hidden {} is not a multiple of heads {}; write head_dim", m.hidden, m.heads));
-            return std::nullopt;
-        }
-        m.head_dim = m.hidden / m.heads;
-    }
-    for (const auto& p : detail::check_model_shape(m)) {
-        report(out, site_of(p.key), p.message);
+    if (!b.head_dim_written) m.head_dim = m.hidden / m.heads;
+    for (const auto& p : detail::check_model_shape(m, b.head_dim_written)) {
+        report(out, site_of(p.key), p.key == "heads" ? p.message + "; write head_dim" : p.message);
         ok = false;
     }
     if (!ok) return std::nullopt;

@@ -74,6 +74,15 @@ const std::vector<std::string> kRequired{"id", "source_group", "source", "model"
                                          "pp", "vp", "cp", "dp", "sequence_parallel", "sharding", "micro_batch",
                                          "global_batch", "recompute", "precision", "framework", "kind",
                                          "tokens_per_s_per_gpu"};
+// Columns the schema has that a row may leave out (../shared/validation/README.md: how the value
+// was obtained, caveats): text the simulation does not read.
+const std::vector<std::string> kOptional{"derivation", "notes"};
+
+// A cell that is not one of its column's words but a word with a remark in parentheses ("none
+// (DDP, FSDP=0)" in a Megatron-Bridge table, "zero1 (ds_config stage 1)"): a description the
+// source wrote, read as blank (the framework's default, said in the row's choices). A bare word
+// that is none of the column's ("zero4") is a mistake and stops the file at its cell.
+bool is_description(const std::string& cell) { return cell.find('(') != std::string::npos; }
 
 // A cell naming one of `table`'s values, case-blind, '-' and '_' alike ("FP8", "dist-opt").
 template <class T>
@@ -99,7 +108,20 @@ std::optional<std::string> key_of_column(std::string_view column) {
     return key->second;
 }
 
+// The CSV column a scenario key stands for ("parallel.tp" -> "tp"), where the file has one; empty
+// where the key is no column's (cluster.nics_per_node).
+std::string column_of_key(const std::string& key, const std::map<std::string, std::size_t>& columns) {
+    const auto leaf = key.substr(key.rfind('.') + 1);
+    return columns.contains(leaf) ? leaf : std::string();
+}
+
 } // namespace
+
+int ValidationRow::column_number(const std::string& name) const {
+    if (columns == nullptr || name.empty()) return 0;
+    const auto it = columns->find(name);
+    return it == columns->end() ? 0 : it->second;
+}
 
 std::filesystem::path source_clusters_file(const std::filesystem::path& data_dir) {
     return data_dir / "validation" / "clusters.yaml";
@@ -247,11 +269,32 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
     if (constexpr std::string_view bom = "\xEF\xBB\xBF"; header.front().starts_with(bom))
         header.front() = trimmed(header.front().substr(bom.size()));
     std::map<std::string, std::size_t> col;
-    for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
     std::vector<Diagnostic> diags;
+    std::vector<std::string> known = kRequired;
+    known.insert(known.end(), kOptional.begin(), kOptional.end());
+    for (std::size_t i = 0; i < header.size(); ++i) {
+        const int at = static_cast<int>(i) + 1;
+        const auto [first, fresh] = col.emplace(header[i], i);
+        if (!fresh)
+            diags.push_back({fname, 1, at, header[i],
+                             fmt::format("column '{}' is given twice (first as column {}): which one holds the "
+                                         "data is unclear",
+                                         header[i], first->second + 1)});
+        else if (header[i].empty())
+            diags.push_back({fname, 1, at, "", "a column without a name (a trailing comma in the header?)"});
+        else if (std::find(known.begin(), known.end(), header[i]) == known.end())
+            diags.push_back({fname, 1, at, header[i],
+                             fmt::format("unknown column '{}'{} (the schema's columns: {})", header[i],
+                                         detail::did_you_mean(header[i], known), fmt::join(known, ", "))});
+    }
     for (const auto& k : kRequired)
         if (!col.contains(k)) diags.push_back({fname, 1, 1, k, "missing column"});
     if (!diags.empty()) throw ScenarioError(std::move(diags));
+    // Every row's skipped reason names its column by number too (validate_rows blames tp / pp).
+    auto columns = std::make_shared<std::map<std::string, int>>();
+    for (const auto& [name, i] : col) (*columns)[name] = static_cast<int>(i) + 1;
+    // Each id's row: ids name rows (validate --row, --fit-on's in-fit rows), so one id is one row.
+    std::map<std::string, int> line_of_id;
 
     std::map<std::string, HardwareProfile> profiles;
     std::vector<ValidationRow> rows;
@@ -308,7 +351,19 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
 
         ValidationRow r;
         r.line = start;
+        r.columns = columns;
+        // Every cell the row's plan follows from (all but the id, the measurement and the text
+        // about it): rows with the same key simulate the same plan.
+        for (std::size_t i = 0; i < f.size(); ++i)
+            if (header[i] != "id" && header[i] != "tokens_per_s_per_gpu" && header[i] != "source_group" &&
+                header[i] != "derivation" && header[i] != "notes")
+                r.plan_key += f[i] + '\x1f';
         r.id = cell("id");
+        if (const auto [first, fresh] = line_of_id.emplace(r.id, start); !fresh)
+            diags.push_back({fname, start, column_of("id"), "id",
+                             fmt::format("id '{}' is already the id of the row at line {}: each row needs its own "
+                                         "(validate --row and the reports name rows by it)",
+                                         r.id, first->second)});
         r.source_group = cell("source_group");
         r.source = cell("source");
         r.gpu = cell("gpu");
@@ -335,6 +390,7 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
 
         Plan& p = r.plan;
         p.name = "row " + r.id;
+        const std::size_t diags_before_model = diags.size();
         ModelArch& m = p.model;
         m.name = cell("model");
         m.source = r.source;
@@ -349,6 +405,17 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         m.kv_heads = integer("kv_heads", false, m.heads);
         if (cell("kv_heads").empty()) r.choices.push_back("kv_heads = heads (blank: multi-head attention)");
         m.head_dim = m.heads > 0 ? m.hidden / m.heads : 1;
+        // The shape rules a scenario's model obeys (the loader's own check), once hidden, heads and
+        // kv_heads were read without a problem.
+        if (diags.size() == diags_before_model && !cell("hidden").empty())
+            for (const auto& prob : detail::check_model_shape(m, /*head_dim_written=*/false)) {
+                const std::string column = prob.key == "kv_heads" ? "kv_heads" : "heads";
+                diags.push_back({fname, start, column_of(column), column,
+                                 cell(column).empty() ? fmt::format("{} ({} is blank: {})", prob.message, column,
+                                                                    column == "heads" ? "128-wide heads"
+                                                                                      : "kv_heads = heads")
+                                                      : prob.message});
+            }
         m.vocab = integer("vocab", true, 1);
         if (auto t = enum_value<FfnType>(cell("ffn_type"),
                                          {{"swiglu", FfnType::swiglu}, {"gelu", FfnType::gelu}, {"relu2", FfnType::relu2}}))
@@ -443,11 +510,18 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                                               {"zero3", Sharding::zero3}, {"fsdp", Sharding::fsdp},
                                                               {"hsdp", Sharding::hsdp}})) {
             par.sharding = *s;
+        } else if (!cell("sharding").empty() && !is_description(cell("sharding"))) {
+            diags.push_back({fname, start, column_of("sharding"), "sharding",
+                             fmt::format("'{}' is not one of none, dist_opt, zero1, zero2, zero3, fsdp, hsdp{}",
+                                         cell("sharding"),
+                                         detail::did_you_mean(cell("sharding"),
+                                                              {"none", "dist_opt", "zero1", "zero2", "zero3", "fsdp",
+                                                               "hsdp"}))});
         } else {
-            // Blank, or not one of the schema's words: the framework's default, said. A published
-            // file is still read when a cell holds a description rather than a word ("none (DDP,
-            // FSDP=0)" in a Megatron-Bridge table, where FSDP=0 does not rule out the distributed
-            // optimizer its recipes set).
+            // Blank, or a description rather than a word: the framework's default, said. A
+            // published file is still read when a cell holds a description ("none (DDP, FSDP=0)"
+            // in a Megatron-Bridge table, where FSDP=0 does not rule out the distributed optimizer
+            // its recipes set).
             par.sharding = fw.parallel.sharding;
             r.sharding_blank = true;
             r.choices.push_back(cell("sharding").empty()
@@ -460,9 +534,18 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                                                   {"selective", Recompute::selective},
                                                                   {"full", Recompute::full}})) {
             par.recompute = *rc;
+        } else if (!cell("recompute").empty() && !is_description(cell("recompute"))) {
+            diags.push_back({fname, start, column_of("recompute"), "recompute",
+                             fmt::format("'{}' is not one of none, selective, full{}", cell("recompute"),
+                                         detail::did_you_mean(cell("recompute"),
+                                                              {"none", "selective", "full"}))});
         } else {
+            // Blank, or a description (see sharding): tuned as the benchmark was.
             par.recompute = default_recompute(fw, p.model);
             r.recompute_blank = true;
+            if (!cell("recompute").empty())
+                r.choices.push_back(fmt::format("recompute: '{}' is none of none, selective, full: taken as blank",
+                                                cell("recompute")));
         }
         if (auto pr = enum_value<Precision>(
                 cell("precision"), {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8}})) {
@@ -479,14 +562,21 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             return key == "parallel.sharding" || key == "parallel.recompute" || key == "parallel.sequence_parallel";
         });
 
+        // A row that cannot be simulated: why, of what kind, and the column it is about.
+        auto skip = [&r](std::string kind, std::string column, std::string reason) {
+            r.skip_kind = std::move(kind);
+            r.skip_column = std::move(column);
+            r.skip_reason = std::move(reason);
+        };
         if (r.kind != "step" && r.kind != "end_to_end" && blank_required.empty()) {
-            r.skip_reason = fmt::format("kind '{}' is not one of step, end_to_end", r.kind);
+            skip("kind not in the schema", "kind", fmt::format("kind '{}' is not one of step, end_to_end", r.kind));
             rows.push_back(std::move(r));
             continue;
         }
         if (!blank_required.empty()) {
-            r.skip_reason = fmt::format("blank {}: the simulation needs {} (the source does not say)",
-                                        fmt::join(blank_required, ", "), blank_required.size() == 1 ? "it" : "them");
+            skip("blank cell the simulation needs", blank_required.front(),
+                 fmt::format("blank {}: the simulation needs {} (the source does not say)",
+                             fmt::join(blank_required, ", "), blank_required.size() == 1 ? "it" : "them"));
             rows.push_back(std::move(r));
             continue;
         }
@@ -499,9 +589,9 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         } catch (const InputError& e) {
             // The profile's own problem, with its file, line and key (a broken profile is not an
             // unknown one).
-            r.skip_reason =
-                fmt::format("GPU profile '{}' cannot be used: {}", r.gpu,
-                            e.diagnostics().empty() ? std::string(e.what()) : e.diagnostics().front().format());
+            skip("GPU profile cannot be used", "gpu",
+                 fmt::format("GPU profile '{}' cannot be used: {}", r.gpu,
+                             e.diagnostics().empty() ? std::string(e.what()) : e.diagnostics().front().format()));
             rows.push_back(std::move(r));
             continue;
         }
@@ -556,13 +646,15 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                         p.cluster.gpus_per_node, p.cluster.nics_per_node,
                                         format_bandwidth(p.cluster.nic_rate), fmt::join(said, "; ")));
         if (p.cluster.nodes * p.cluster.gpus_per_node != gpus) {
-            r.skip_reason = fmt::format("{} GPUs do not fill whole nodes of {}", gpus, p.cluster.gpus_per_node);
+            skip("GPUs do not fill whole nodes", "num_gpus",
+                 fmt::format("{} GPUs do not fill whole nodes of {}", gpus, p.cluster.gpus_per_node));
         }
         // With blank degrees left at the default 1, validate chooses them (and checks the layout).
         if (r.skip_reason.empty() && r.defaulted_degrees.empty()) {
-            for (const auto& prob : check_layout(p)) {
-                r.skip_reason += (r.skip_reason.empty() ? "" : "; ") + prob.key + ": " + prob.message;
-            }
+            const auto problems = check_layout(p);
+            std::string reason;
+            for (const auto& prob : problems) reason += (reason.empty() ? "" : "; ") + prob.key + ": " + prob.message;
+            if (!problems.empty()) skip("layout breaks a rule", column_of_key(problems.front().key, col), reason);
         }
         rows.push_back(std::move(r));
     }

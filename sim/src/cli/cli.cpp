@@ -339,7 +339,10 @@ int run_cli(int argc, char** argv) {
             for (const auto& row : rows) {
                 if (std::find(val_rows.begin(), val_rows.end(), row.id) == val_rows.end()) continue;
                 if (!row.skip_reason.empty()) {
-                    std::cout << "row " << row.id << ": skipped: " << row.skip_reason << "\n";
+                    const int col = row.column_number(row.skip_column);
+                    std::cout << fmt::format("row {} ({}:{}{}): skipped: {}\n", row.id, val_file, row.line,
+                                             col > 0 ? fmt::format(":{} {}", col, row.skip_column) : "",
+                                             row.skip_reason);
                     continue;
                 }
                 auto choices = row.choices;
@@ -385,8 +388,8 @@ int run_cli(int argc, char** argv) {
         }
         if (rep.overall.n == 0) {
             // A file with no row, or none that could be compared, measured nothing: not a 0% error.
-            std::cerr << fmt::format("trainsim: {}: no row was compared ({} rows, {} skipped)\n", val_file,
-                                     rep.rows.size(), rep.skipped);
+            // Said with every kind of reason, its count and its first rows (id, line, column).
+            std::cerr << "trainsim: " << nothing_compared_text(rep, val_file);
             return kExitBadInput;
         }
         return kExitOk;

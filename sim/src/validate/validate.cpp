@@ -22,7 +22,10 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <string_view>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace trainsim::sim {
 
@@ -253,11 +256,21 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
                                const RowHook& row_hook, const std::vector<std::string>& in_fit) {
     ValidationReport rep;
     rep.rows.resize(rows.size());
+    const std::unordered_set<std::string_view> fitted(in_fit.begin(), in_fit.end());
     auto one_row = [&](std::size_t i) {
         const auto& row = rows[i];
         RowResult& r = rep.rows[i];
         r.id = row.id;
-        r.in_fit = std::find(in_fit.begin(), in_fit.end(), row.id) != in_fit.end();
+        r.line = row.line;
+        // A skipped row says why, of what kind and which column (name and number).
+        auto skip = [&](std::string why_kind, const std::string& column, std::string reason) {
+            r.status = "skipped";
+            r.skip_kind = std::move(why_kind);
+            r.column = column;
+            r.column_number = row.column_number(column);
+            r.reason = std::move(reason);
+        };
+        r.in_fit = fitted.contains(row.id);
         r.measured = row.measured_tokens_per_s_per_gpu;
         r.gpu = row.gpu;
         r.precision = model::to_string(row.plan.precision);
@@ -266,13 +279,12 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         r.choices = row.choices;
         r.cluster_origin = row.cluster_origin;
         if (!row.skip_reason.empty()) {
-            r.status = "skipped";
-            r.reason = row.skip_reason;
+            skip(row.skip_kind.empty() ? std::string("cannot be simulated") : row.skip_kind, row.skip_column,
+                 row.skip_reason);
             return;
         }
         if (!kind.empty() && row.kind != kind) {
-            r.status = "skipped";
-            r.reason = fmt::format("kind '{}' not selected (--kind {})", row.kind, kind);
+            skip("kind not selected (--kind)", "kind", fmt::format("kind '{}' not selected (--kind {})", row.kind, kind));
             return;
         }
         // Memory is reported but not enforced: a measured run fits by definition, so a
@@ -282,20 +294,20 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
         if (const auto problems = model::check_layout(plan); !problems.empty()) {
             // Blank degrees for which no layout fits, left at the default 1 that the row's other
             // cells rule out.
-            r.status = "skipped";
-            r.reason = fmt::format("blank {}: no layout fits; with the default 1:", fmt::join(defaulted, ", "));
-            for (const auto& prob : problems) r.reason += " " + prob.key + ": " + prob.message + ";";
-            r.reason.pop_back();
+            std::string reason = fmt::format("blank {}: no layout fits; with the default 1:", fmt::join(defaulted, ", "));
+            for (const auto& prob : problems) reason += " " + prob.key + ": " + prob.message + ";";
+            reason.pop_back();
+            skip("blank degrees: no layout fits", defaulted.empty() ? std::string() : defaulted.front(),
+                 std::move(reason));
             return;
         }
         auto e = estimate_plan(plan, {}, /*simulate_even_if_too_big=*/true);
         if (!e.fits && !defaulted.empty()) {
-            r.status = "skipped";
-            r.reason = fmt::format(
-                "blank {}: the frameworks' default layout ({}) needs {:.1f} GiB > {:.1f} GiB on "
-                "stage {}; the source's layout is needed",
-                fmt::join(row.defaulted_degrees, ", "), layout_label(plan), model::to_gib(e.memory.total()),
-                model::to_gib(e.capacity), e.memory.stage);
+            skip("blank degrees: the default layout does not fit", defaulted.front(),
+                 fmt::format("blank {}: the frameworks' default layout ({}) needs {:.1f} GiB > {:.1f} GiB on "
+                             "stage {}; the source's layout is needed",
+                             fmt::join(row.defaulted_degrees, ", "), layout_label(plan),
+                             model::to_gib(e.memory.total()), model::to_gib(e.capacity), e.memory.stage));
             return;
         }
         r.predicted = e.tokens_per_s_per_gpu;
@@ -349,14 +361,39 @@ ValidationReport validate_rows(const std::vector<model::ValidationRow>& rows, co
             r.status = "ok";
         }
     };
+    // Rows with the same plan key (the cells the plan follows from) are simulated once: the first of
+    // them runs, the others take its result with their own id, line, group and measurement. A file
+    // of 100k rows of a few shapes is then a few simulations (bench/bench_validate.cpp).
+    std::vector<std::size_t> first_of(rows.size());
+    std::vector<std::size_t> simulated;
+    {
+        std::unordered_map<std::string_view, std::size_t> first;
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            first_of[i] = i;
+            if (!rows[i].plan_key.empty()) first_of[i] = first.emplace(rows[i].plan_key, i).first->second;
+            if (first_of[i] == i) simulated.push_back(i);
+        }
+    }
     std::mutex progress_mu;
     std::size_t done = 0;
-    parallel_for(rows.size(), threads, [&](std::size_t i) {
-        one_row(i);
+    parallel_for(simulated.size(), threads, [&](std::size_t k) {
+        one_row(simulated[k]);
         if (!progress) return;
         std::lock_guard lock(progress_mu);
-        progress(++done, rows.size());
+        progress(++done, simulated.size());
     });
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (first_of[i] == i) continue;
+        const auto& row = rows[i];
+        RowResult& r = rep.rows[i];
+        r = rep.rows[first_of[i]];
+        r.id = row.id;
+        r.line = row.line;
+        r.in_fit = fitted.contains(row.id);
+        r.measured = row.measured_tokens_per_s_per_gpu;
+        r.source_group = row.source_group;
+        if (r.status != "skipped") r.error_pct = (r.predicted - r.measured) / r.measured * 100.0;
+    }
 
     std::vector<double> all;
     std::map<std::string, std::vector<double>> gp, sg, kd;
@@ -456,6 +493,7 @@ nlohmann::json report_json(const ValidationReport& r) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& x : r.rows) {
         nlohmann::json j{{"id", x.id},
+                         {"line", x.line},
                          {"status", x.status},
                          {"in_fit", x.in_fit},
                          {"measured_tokens_per_s_per_gpu", x.measured},
@@ -468,6 +506,9 @@ nlohmann::json report_json(const ValidationReport& r) {
         if (x.status == "skipped") {
             j["predicted_tokens_per_s_per_gpu"] = nullptr;
             j["error_pct"] = nullptr;
+            j["reason_kind"] = x.skip_kind;
+            j["column"] = x.column.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.column);
+            j["column_number"] = x.column_number > 0 ? nlohmann::json(x.column_number) : nlohmann::json(nullptr);
         } else {
             j["predicted_tokens_per_s_per_gpu"] = x.predicted;
             j["error_pct"] = x.error_pct;
@@ -662,13 +703,55 @@ nlohmann::json groups_json(const std::vector<ErrorGroup>& groups) {
     return j;
 }
 
+std::string skipped_where(const RowResult& r) {
+    std::string s = fmt::format("line {}", r.line);
+    if (!r.column.empty())
+        s += r.column_number > 0 ? fmt::format(", column {} ({})", r.column_number, r.column)
+                                 : fmt::format(", column {}", r.column);
+    return s;
+}
+
+std::string nothing_compared_text(const ValidationReport& r, const std::string& file) {
+    std::string s = fmt::format("{}: no row was compared ({} rows, {} skipped", file, r.rows.size(), r.skipped);
+    if (r.in_fit > 0) s += fmt::format(", {} runs of the fit", r.in_fit);
+    s += ")";
+    if (r.rows.empty()) return s + ": the file has no data rows under its header\n";
+    s += ":\n";
+    // Each kind of reason, in the order first met: how many rows, and the first few of them.
+    constexpr std::size_t kShown = 3;
+    std::vector<std::pair<std::string, std::vector<const RowResult*>>> kinds;
+    for (const auto& row : r.rows) {
+        const std::string kind = row.status == "skipped" ? (row.skip_kind.empty() ? "skipped" : row.skip_kind)
+                                 : row.in_fit           ? "a run of the fit (--fit-on): left out of the summary"
+                                                        : std::string();
+        if (kind.empty()) continue;
+        auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
+        if (it == kinds.end()) {
+            kinds.emplace_back(kind, std::vector<const RowResult*>{});
+            it = kinds.end() - 1;
+        }
+        it->second.push_back(&row);
+    }
+    for (const auto& [kind, rows] : kinds) {
+        s += fmt::format("  {} row{}: {}; e.g.", rows.size(), rows.size() == 1 ? "" : "s", kind);
+        for (std::size_t i = 0; i < std::min(rows.size(), kShown); ++i) {
+            const auto& row = *rows[i];
+            s += fmt::format("{} id {} ({}{}{})", i == 0 ? "" : ";", row.id, skipped_where(row),
+                             row.reason.empty() ? "" : ": ", row.reason);
+        }
+        if (rows.size() > kShown) s += fmt::format("; and {} more", rows.size() - kShown);
+        s += "\n";
+    }
+    return s;
+}
+
 std::string report_text(const ValidationReport& r, bool verbose) {
     std::string s = fmt::format("{:>5}  {:<14} {:<22} {:>11} {:>11} {:>8}  {}\n", "id", "status", "gpu precision",
                                 "predicted", "measured", "error", "note");
     for (const auto& x : r.rows) {
         if (x.status == "skipped") {
-            s += fmt::format("{:>5}  {:<14} {:<22} {:>11} {:>11.0f} {:>8}  {}\n", x.id, x.status,
-                             x.gpu + " " + x.precision, "-", x.measured, "-", x.reason);
+            s += fmt::format("{:>5}  {:<14} {:<22} {:>11} {:>11.0f} {:>8}  {}: {}\n", x.id, x.status,
+                             x.gpu + " " + x.precision, "-", x.measured, "-", skipped_where(x), x.reason);
             continue;
         }
         s += fmt::format("{:>5}  {:<14} {:<22} {:>11.0f} {:>11.0f} {:>+7.1f}%  {}\n", x.id, x.status,

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +41,20 @@ struct ValidationRow {
     bool vp_cell_blank = false;           // the vp cell itself (vp_blank also needs pp > 1)
     bool sharding_blank = false;          // taken from the framework
     std::string skip_reason;           // why the row cannot be simulated
+    // Of what kind that reason is (a short phrase, the same for every row skipped the same way, that
+    // a run's summary counts rows by) and the column it is about (its header name; empty where no
+    // one column is to blame).
+    std::string skip_kind;
+    std::string skip_column;
+    // The file's header, shared by its rows: each column's 1-based number by name (null for a row
+    // made elsewhere than load_validation_csv).
+    std::shared_ptr<const std::map<std::string, int>> columns;
+    // The cells the plan follows from, joined: rows of one file with the same key have the same
+    // plan, choices and skip reason (validate simulates them once). Empty: no key (a row made
+    // elsewhere than load_validation_csv), simulated on its own.
+    std::string plan_key;
+    // `name`'s 1-based column number in the row's file; 0 when unknown.
+    [[nodiscard]] int column_number(const std::string& name) const;
     // Where each of the cluster's node fields came from: kFromCommandLine, the source's entry in
     // a clusters file ("file:line") or kFromProfile (the GPU profile's typical node).
     struct ClusterOrigin {

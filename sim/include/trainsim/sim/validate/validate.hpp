@@ -18,7 +18,13 @@ namespace trainsim::sim {
 
 struct RowResult {
     std::string id;
+    int line = 0;        // in the CSV file
     std::string status;  // ok | skipped | does_not_fit
+    // A skipped row: the kind of its reason (a short phrase shared by every row skipped the same
+    // way) and the column the reason is about (name and 1-based number; empty / 0: none).
+    std::string skip_kind;
+    std::string column;
+    int column_number = 0;
     // The row is also one of the runs a stack was fitted on (validate --fit-on): compared and
     // reported, but left out of every summary (it would judge the fit on its own data).
     bool in_fit = false;
@@ -136,6 +142,11 @@ struct ErrorGroup {
 // cross table, e.g. "tp:micro_batch"). Throws std::invalid_argument naming an unknown or
 // repeated key.
 [[nodiscard]] std::vector<std::string> parse_group_spec(const std::string& spec);
+// Where a skipped row's reason is: "line 5, column 15 (tp)" (the column where one is to blame).
+[[nodiscard]] std::string skipped_where(const RowResult& r);
+// Why a report compared nothing, for `file`: its rows, skipped and in-fit counts, then each kind
+// of reason with its count and its first few rows (id, line, column, reason). Lines end in '\n'.
+[[nodiscard]] std::string nothing_compared_text(const ValidationReport& r, const std::string& file);
 // The compared rows' signed errors grouped by properties of their simulated plans (validate
 // --by), in the keys' natural order (numbers ascending). Throws as parse_group_spec.
 [[nodiscard]] std::vector<ErrorGroup> group_errors(const ValidationReport& r, const std::string& spec);
