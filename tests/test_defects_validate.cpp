@@ -1,7 +1,8 @@
 // `trainsim validate FILE.csv` (issue #45 item 7): a row is checked by the scenario loader's own
-// model rules; a cell, a column or an id that is not the schema's stops the file at
-// file:line:column; every skipped row says its line, column and why, and a run that compares
-// nothing sums up its reasons; rows that simulate the same plan are simulated once.
+// model rules and a cell against its column's words, and skipped with its line, column and why
+// when it breaks them; a repeated column stops the file; an unknown column or a shared id is read
+// and said; a run that compares nothing sums up its reasons; rows that simulate the same plan are
+// simulated once.
 #include "cli_runner.hpp"
 #include "scratch_dir.hpp"
 
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -74,11 +76,12 @@ std::string q(const fs::path& p) { return fmt::format("'{}'", p.string()); }
 
 } // namespace
 
-TEST_CASE("validate refuses a row whose model shape a scenario refuses, at its line and column",
+TEST_CASE("validate skips a row whose model shape a scenario refuses, at its line and column",
           "[defects-validate]") {
     test::ScratchDir dir;
     // hidden 7 over 24 heads used to simulate head_dim 0 ("-nan s", exit 1); 5000 is no multiple of
-    // 24; kv_heads 48 > heads, kv_heads 5 does not divide 24: all simulated before.
+    // 24; kv_heads 48 > heads, kv_heads 5 does not divide 24: all simulated before. Now each such
+    // row is skipped with why (one bad row of a published file never hides the others).
     const std::vector<std::tuple<std::map<int, std::string>, int, std::string, std::string>> cases{
         {{{6, "7"}}, 7, "heads", "hidden 7 is not a multiple of heads 24"},
         {{{6, "5000"}}, 7, "heads", "hidden 5000 is not a multiple of heads 24"},
@@ -86,17 +89,24 @@ TEST_CASE("validate refuses a row whose model shape a scenario refuses, at its l
         {{{8, "5"}}, 8, "kv_heads", "kv_heads 5 does not divide heads 24"}};
     for (const auto& [cells, col, key, message] : cases) {
         CAPTURE(key, message);
-        const auto file = write_csv(dir, {row(cells)});
-        const auto problems = load_problems(file);
-        REQUIRE(problems.size() == 1);
-        CHECK(problems[0].file == file.string());
-        CHECK(problems[0].line == 2);
-        CHECK(problems[0].col == col);
-        CHECK(problems[0].key == key);
-        CHECK_THAT(problems[0].message, Contains(message));
-        const auto run = run_trainsim("validate " + q(file), true);
-        CHECK(run.rc == 2);
-        CHECK_THAT(run.out, Contains(fmt::format("{}:2:{}: {}: {}", file.string(), col, key, message)));
+        auto bad = cells;
+        bad[1] = "2";
+        const auto file = write_csv(dir, {row(), row(bad)});
+        REQUIRE(load_problems(file).empty());
+        const auto rows = model::load_validation_csv(file, TRAINSIM_TEST_DATA_DIR);
+        REQUIRE(rows.size() == 2);
+        CHECK(rows[0].skip_reason.empty());
+        CHECK(rows[1].line == 3);
+        CHECK(rows[1].skip_column == key);
+        CHECK(rows[1].column_number(key) == col);
+        CHECK_THAT(rows[1].skip_reason, Contains(message));
+        const auto run = run_trainsim("validate --json " + q(file));
+        REQUIRE(run.rc == 0); // the good row is compared
+        const auto j = nlohmann::json::parse(run.out);
+        CHECK(j["summary"]["n"] == 1);
+        CHECK(j["rows"][1]["line"] == 3);
+        CHECK(j["rows"][1]["column_number"] == col);
+        CHECK(j["rows"][1]["reason_kind"] == "model shape a scenario refuses");
     }
     // The same rule, the same words, in a scenario's inline model (the loader's check is the one
     // both use).
@@ -109,7 +119,8 @@ TEST_CASE("validate refuses a row whose model shape a scenario refuses, at its l
     CHECK_THAT(sim.out, Contains("hidden 7 is not a multiple of heads 24"));
 }
 
-TEST_CASE("validate refuses a cell that is none of its column's words, unknown and repeated columns and ids",
+TEST_CASE("validate skips a cell that is none of its column's words, warns of unknown columns and shared ids, "
+          "refuses a repeated column",
           "[defects-validate]") {
     test::ScratchDir dir;
     SECTION("an enum cell: sharding zero4, recompute fulll (used to be read as blank)") {
@@ -118,15 +129,15 @@ TEST_CASE("validate refuses a cell that is none of its column's words, unknown a
                                                                     {24, "fulll", "recompute"}}) {
             CAPTURE(value);
             const auto file = write_csv(dir, {row(), row({{1, "2"}, {col, value}})});
-            const auto problems = load_problems(file);
-            REQUIRE(problems.size() == 1);
-            CHECK(problems[0].line == 3);
-            CHECK(problems[0].col == col);
-            CHECK(problems[0].key == key);
-            CHECK_THAT(problems[0].message, Contains("'" + value + "' is not one of"));
+            const auto rows = model::load_validation_csv(file, TRAINSIM_TEST_DATA_DIR);
+            REQUIRE(rows.size() == 2);
+            CHECK(rows[1].line == 3);
+            CHECK(rows[1].skip_column == key);
+            CHECK(rows[1].skip_kind == "cell not one of its column's words");
+            CHECK_THAT(rows[1].skip_reason, Contains("'" + value + "' is not one of"));
             const auto run = run_trainsim("validate " + q(file), true);
-            CHECK(run.rc == 2);
-            CHECK_THAT(run.out, Contains(fmt::format("{}:3:{}: {}:", file.string(), col, key)));
+            CHECK(run.rc == 0);
+            CHECK_THAT(run.out, Contains(fmt::format("line 3, column {} ({})", col, key)));
         }
         // A description, a word with a remark in parentheses, is still read as blank, and said.
         const auto file = write_csv(dir, {row({{21, "\"none (DDP, FSDP=0)\""}})});
@@ -134,20 +145,22 @@ TEST_CASE("validate refuses a cell that is none of its column's words, unknown a
         REQUIRE(rows.size() == 1);
         CHECK(rows[0].sharding_blank);
     }
-    SECTION("an unknown column, a repeated column, a column without a name") {
+    SECTION("an unknown column and a column without a name are read and said, a repeated column refused") {
         const auto unknown = write_csv(dir, {row() + ",x"}, kHeader + ",comment");
-        auto problems = load_problems(unknown);
-        REQUIRE(problems.size() == 1);
-        CHECK(problems[0].line == 1);
-        CHECK(problems[0].col == 31);
-        CHECK(problems[0].key == "comment");
-        CHECK_THAT(problems[0].message, Contains("unknown column 'comment'"));
+        std::vector<model::Diagnostic> warnings;
+        const auto rows = model::load_validation_csv(unknown, TRAINSIM_TEST_DATA_DIR, {}, &warnings);
+        CHECK(rows.size() == 1);
+        REQUIRE(warnings.size() == 1);
+        CHECK(warnings[0].line == 1);
+        CHECK(warnings[0].col == 31);
+        CHECK(warnings[0].key == "comment");
+        CHECK_THAT(warnings[0].message, Contains("column 'comment' is not in the schema"));
         const auto run = run_trainsim("validate " + q(unknown), true);
-        CHECK(run.rc == 2);
-        CHECK_THAT(run.out, Contains(unknown.string() + ":1:31: comment: unknown column"));
+        CHECK(run.rc == 0);
+        CHECK_THAT(run.out, Contains("warning: " + unknown.string() + ":1:31: comment: column 'comment'"));
 
         const auto twice = write_csv(dir, {row() + ",1"}, kHeader + ",tp");
-        problems = load_problems(twice);
+        const auto problems = load_problems(twice);
         REQUIRE(problems.size() == 1);
         CHECK(problems[0].line == 1);
         CHECK(problems[0].col == 31);
@@ -155,21 +168,24 @@ TEST_CASE("validate refuses a cell that is none of its column's words, unknown a
         CHECK_THAT(problems[0].message, Contains("given twice (first as column 15)"));
 
         const auto unnamed = write_csv(dir, {row() + ","}, kHeader + ",");
-        problems = load_problems(unnamed);
-        REQUIRE(problems.size() == 1);
-        CHECK(problems[0].col == 31);
-        CHECK_THAT(problems[0].message, Contains("without a name"));
+        warnings.clear();
+        (void)model::load_validation_csv(unnamed, TRAINSIM_TEST_DATA_DIR, {}, &warnings);
+        REQUIRE(warnings.size() == 1);
+        CHECK(warnings[0].col == 31);
+        CHECK_THAT(warnings[0].message, Contains("without a name"));
     }
-    SECTION("a repeated row id") {
+    SECTION("a repeated row id is read and said") {
         const auto file = write_csv(dir, {row(), row({{2, "other"}})});
-        const auto problems = load_problems(file);
-        REQUIRE(problems.size() == 1);
-        CHECK(problems[0].line == 3);
-        CHECK(problems[0].col == 1);
-        CHECK(problems[0].key == "id");
-        CHECK_THAT(problems[0].message, Contains("id '1' is already the id of the row at line 2"));
+        std::vector<model::Diagnostic> warnings;
+        const auto rows = model::load_validation_csv(file, TRAINSIM_TEST_DATA_DIR, {}, &warnings);
+        CHECK(rows.size() == 2);
+        REQUIRE(warnings.size() == 1);
+        CHECK(warnings[0].line == 3);
+        CHECK(warnings[0].col == 1);
+        CHECK(warnings[0].key == "id");
+        CHECK_THAT(warnings[0].message, Contains("id '1' is also the id of the row at line 2"));
         const auto run = run_trainsim("validate " + q(file), true);
-        CHECK(run.rc == 2);
+        CHECK(run.rc == 0);
         CHECK_THAT(run.out, Contains(file.string() + ":3:1: id:"));
     }
 }

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <sstream>
 #include <string_view>
 #include <utility>
@@ -250,7 +251,9 @@ std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& fil
 }
 
 std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file, const std::filesystem::path& data_dir,
-                                               const ValidationCluster& stated) {
+                                               const ValidationCluster& stated, std::vector<Diagnostic>* warnings) {
+    std::vector<Diagnostic> ignored;
+    if (warnings == nullptr) warnings = &ignored;
     // What the sources state about their clusters; the command line's statement wins over it.
     const auto source_clusters = load_source_clusters(source_clusters_file(data_dir));
     const std::string fname = file.string();
@@ -281,11 +284,13 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                          "data is unclear",
                                          header[i], first->second + 1)});
         else if (header[i].empty())
-            diags.push_back({fname, 1, at, "", "a column without a name (a trailing comma in the header?)"});
+            warnings->push_back({fname, 1, at, "", "a column without a name (a trailing comma in the header?): ignored"});
         else if (std::find(known.begin(), known.end(), header[i]) == known.end())
-            diags.push_back({fname, 1, at, header[i],
-                             fmt::format("unknown column '{}'{} (the schema's columns: {})", header[i],
-                                         detail::did_you_mean(header[i], known), fmt::join(known, ", "))});
+            // Read but not used: said, not refused, so that a published file with a column of its
+            // own (a date, a link) is still read.
+            warnings->push_back({fname, 1, at, header[i],
+                                 fmt::format("column '{}' is not in the schema{}: ignored (the schema's columns: {})",
+                                             header[i], detail::did_you_mean(header[i], known), fmt::join(known, ", "))});
     }
     for (const auto& k : kRequired)
         if (!col.contains(k)) diags.push_back({fname, 1, 1, k, "missing column"});
@@ -360,10 +365,10 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                 r.plan_key += f[i] + '\x1f';
         r.id = cell("id");
         if (const auto [first, fresh] = line_of_id.emplace(r.id, start); !fresh)
-            diags.push_back({fname, start, column_of("id"), "id",
-                             fmt::format("id '{}' is already the id of the row at line {}: each row needs its own "
-                                         "(validate --row and the reports name rows by it)",
-                                         r.id, first->second)});
+            warnings->push_back({fname, start, column_of("id"), "id",
+                                 fmt::format("id '{}' is also the id of the row at line {}: both are read, but "
+                                             "validate --row and --fit-on's in-fit rows name rows by id",
+                                             r.id, first->second)});
         r.source_group = cell("source_group");
         r.source = cell("source");
         r.gpu = cell("gpu");
@@ -407,14 +412,17 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         m.head_dim = m.heads > 0 ? m.hidden / m.heads : 1;
         // The shape rules a scenario's model obeys (the loader's own check), once hidden, heads and
         // kv_heads were read without a problem.
+        // A row the shape rules refuse is skipped with why (below), not simulated into a NaN.
+        std::optional<std::tuple<std::string, std::string, std::string>> bad_cell;
         if (diags.size() == diags_before_model && !cell("hidden").empty())
             for (const auto& prob : detail::check_model_shape(m, /*head_dim_written=*/false)) {
                 const std::string column = prob.key == "kv_heads" ? "kv_heads" : "heads";
-                diags.push_back({fname, start, column_of(column), column,
+                bad_cell.emplace("model shape a scenario refuses", column,
                                  cell(column).empty() ? fmt::format("{} ({} is blank: {})", prob.message, column,
                                                                     column == "heads" ? "128-wide heads"
                                                                                       : "kv_heads = heads")
-                                                      : prob.message});
+                                                      : prob.message);
+                break;
             }
         m.vocab = integer("vocab", true, 1);
         if (auto t = enum_value<FfnType>(cell("ffn_type"),
@@ -511,12 +519,12 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                                               {"hsdp", Sharding::hsdp}})) {
             par.sharding = *s;
         } else if (!cell("sharding").empty() && !is_description(cell("sharding"))) {
-            diags.push_back({fname, start, column_of("sharding"), "sharding",
-                             fmt::format("'{}' is not one of none, dist_opt, zero1, zero2, zero3, fsdp, hsdp{}",
-                                         cell("sharding"),
-                                         detail::did_you_mean(cell("sharding"),
-                                                              {"none", "dist_opt", "zero1", "zero2", "zero3", "fsdp",
-                                                               "hsdp"}))});
+            if (!bad_cell)
+                bad_cell.emplace("cell not one of its column's words", "sharding",
+                                 fmt::format("'{}' is not one of none, dist_opt, zero1, zero2, zero3, fsdp, hsdp{}",
+                                             cell("sharding"),
+                                             detail::did_you_mean(cell("sharding"), {"none", "dist_opt", "zero1", "zero2",
+                                                                                     "zero3", "fsdp", "hsdp"})));
         } else {
             // Blank, or a description rather than a word: the framework's default, said. A
             // published file is still read when a cell holds a description ("none (DDP, FSDP=0)"
@@ -535,10 +543,10 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
                                                                   {"full", Recompute::full}})) {
             par.recompute = *rc;
         } else if (!cell("recompute").empty() && !is_description(cell("recompute"))) {
-            diags.push_back({fname, start, column_of("recompute"), "recompute",
-                             fmt::format("'{}' is not one of none, selective, full{}", cell("recompute"),
-                                         detail::did_you_mean(cell("recompute"),
-                                                              {"none", "selective", "full"}))});
+            if (!bad_cell)
+                bad_cell.emplace("cell not one of its column's words", "recompute",
+                                 fmt::format("'{}' is not one of none, selective, full{}", cell("recompute"),
+                                             detail::did_you_mean(cell("recompute"), {"none", "selective", "full"})));
         } else {
             // Blank, or a description (see sharding): tuned as the benchmark was.
             par.recompute = default_recompute(fw, p.model);
@@ -568,6 +576,11 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
             r.skip_column = std::move(column);
             r.skip_reason = std::move(reason);
         };
+        if (bad_cell) {
+            skip(std::get<0>(*bad_cell), std::get<1>(*bad_cell), std::get<2>(*bad_cell));
+            rows.push_back(std::move(r));
+            continue;
+        }
         if (r.kind != "step" && r.kind != "end_to_end" && blank_required.empty()) {
             skip("kind not in the schema", "kind", fmt::format("kind '{}' is not one of step, end_to_end", r.kind));
             rows.push_back(std::move(r));

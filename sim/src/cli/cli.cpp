@@ -303,7 +303,9 @@ int run_cli(int argc, char** argv) {
             std::cerr << fmt::format("trainsim: validate: note: no {}: the rows' nodes are what the command line "
                                      "states, else each GPU profile's typical node\n",
                                      clusters.string());
-        auto rows = model::load_validation_csv(val_file, data_dir(val_data), *val_cluster);
+        std::vector<model::Diagnostic> csv_warnings;
+        auto rows = model::load_validation_csv(val_file, data_dir(val_data), *val_cluster, &csv_warnings);
+        for (const auto& w : csv_warnings) std::cerr << "trainsim: validate: warning: " << w.format() << "\n";
         // A stack profile: given (--stack), or fitted here on the runs (--fit-on).
         std::shared_ptr<const model::StackProfile> stack;
         std::optional<StackFitResult> fit;

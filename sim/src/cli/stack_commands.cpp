@@ -54,7 +54,9 @@ StackFitResult fit_on_files(const std::vector<std::string>& files, const std::st
                             const std::string& fitted_with, const model::ValidationCluster& cluster) {
     std::vector<model::ValidationRow> runs;
     for (const auto& f : files) {
-        auto rows = model::load_validation_csv(f, data_dir(data), cluster);
+        std::vector<model::Diagnostic> warnings;
+        auto rows = model::load_validation_csv(f, data_dir(data), cluster, &warnings);
+        for (const auto& w : warnings) std::cerr << "trainsim: warning: " << w.format() << "\n";
         runs.insert(runs.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
     }
     StackFitOptions opt;

@@ -98,11 +98,15 @@ struct SourceCluster {
 // exist has none; a malformed one throws ScenarioError naming the file, line and key.
 [[nodiscard]] std::vector<SourceCluster> load_source_clusters(const std::filesystem::path& file);
 
-// Reads the CSV (RFC 4180 quoting). A malformed file (missing column, unparsable number) throws
-// ScenarioError naming file:line and column; a row that is well-formed but cannot be simulated
-// (unknown GPU profile, layout that breaks a rule) is returned with skip_reason set.
+// Reads the CSV (RFC 4180 quoting). A malformed file (missing or repeated column, unparsable
+// number) throws ScenarioError naming file:line and column; a row that is well-formed but cannot be
+// simulated (unknown GPU profile, a model shape or layout that breaks a rule, a cell that is none
+// of its column's words) is returned with skip_reason set, so that one bad row of a published file
+// never hides the others. What is read but deserves a word (a column the schema does not have, an
+// id two rows share) goes to `warnings` when given.
 [[nodiscard]] std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file,
                                                              const std::filesystem::path& data_dir,
-                                                             const ValidationCluster& cluster = {});
+                                                             const ValidationCluster& cluster = {},
+                                                             std::vector<Diagnostic>* warnings = nullptr);
 
 } // namespace trainsim::model
