@@ -71,7 +71,10 @@ std::pair<double, int> shown_number(const std::string& text) {
     std::string digits;
     for (char c : m[1].str())
         if (c != ',') digits += c;
-    if (m[3].matched) digits += "." + m[3].str();
+    if (m[3].matched) {
+        digits.push_back('.');
+        digits.append(m[3].first, m[3].second);
+    }
     return {std::stod(digits), m[3].matched ? static_cast<int>(m[3].length()) : 0};
 }
 
@@ -158,16 +161,17 @@ TEST_CASE("report html shows each plan's bill, pro-rated cost, unused share and 
         const double cost = st["cost"].get<double>();
         REQUIRE(billed_h >= used_h);
         for (const char* k : {"cost", "billed_units", "cost_prorated", "unused_fraction", "expected_cost"})
-            REQUIRE(cell.count({i, k}) == 1);
-        check_shows(cell[{i, "cost"}], cost);
-        CHECK(cell[{i, "cost"}] == money_text(cost, "CNY"));
-        check_shows(cell[{i, "cost_prorated"}], cost * used_h / billed_h);
-        check_shows(cell[{i, "unused_fraction"}], 100.0 * (billed_h - used_h) / billed_h);
-        CHECK_THAT(cell[{i, "unused_fraction"}], Catch::EndsWith("%"));
-        check_shows(cell[{i, "expected_cost"}], p["expected_cost"].get<double>());
+            REQUIRE(cell.count(std::pair<std::size_t, std::string>(i, k)) == 1);
+        auto at = [&](const char* k) { return cell[std::pair<std::size_t, std::string>(i, k)]; };
+        check_shows(at("cost"), cost);
+        CHECK(at("cost") == money_text(cost, "CNY"));
+        check_shows(at("cost_prorated"), cost * used_h / billed_h);
+        check_shows(at("unused_fraction"), 100.0 * (billed_h - used_h) / billed_h);
+        CHECK_THAT(at("unused_fraction"), Catch::EndsWith("%"));
+        check_shows(at("expected_cost"), p["expected_cost"].get<double>());
         const std::string unit = st["unit"].get<std::string>();
-        check_shows(cell[{i, "billed_units"}], st["billed_units"].get<double>());
-        CHECK_THAT(cell[{i, "billed_units"}],
+        check_shows(at("billed_units"), st["billed_units"].get<double>());
+        CHECK_THAT(at("billed_units"),
                    Catch::EndsWith(" " + unit + (st["billed_units"].get<double>() == 1 ? "" : "s")));
         // Why, in the plan's own terms: the whole terms or months paid, or the started hours.
         const std::string w = why[i];
@@ -320,7 +324,7 @@ TEST_CASE("text output writes token counts as written, never 1e+12", "[frictions
 TEST_CASE("plan tables show the money with its currency and thousands separators", "[frictions][plan-search]") {
     const std::string args =
         "plan --model llama2-7b --gpu h100-sxm --gpus 8,16 --global-batch 32 --tokens 300B --price 2.5 --currency CNY "
-        "--top 3 -q";
+        "--top 3 --max-micro-batch 1 -q";
     const auto js = run_trainsim(args + " --json");
     REQUIRE(js.rc == 0);
     const auto j = json::parse(js.out);
