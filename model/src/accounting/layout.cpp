@@ -3,6 +3,7 @@
 #include "trainsim/model/accounting/memory_model.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -52,6 +53,11 @@ std::string set_gpu_count(Plan& plan, int gpus) {
         return {};
     }
     if (gpus % gpn != 0) return fmt::format("{} GPUs do not fill whole nodes of {} GPUs", gpus, gpn);
+    // Nodes talk through their NICs: without any, the cluster is one node (docs/network.md).
+    if (gpus > gpn && plan.cluster.nics_per_node < 1)
+        return fmt::format("this cluster has no NICs (cluster.nics_per_node 0): one node of {} GPUs is the most it "
+                           "can use, not {}",
+                           gpn, gpus);
     plan.cluster.nodes = gpus / gpn;
     return {};
 }
@@ -164,12 +170,14 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
     if (t.micro_batch < 1) add("training.micro_batch", "must be at least 1");
     const auto& c = plan.cluster;
     if (c.nodes > 1 && c.nics_per_node < 1)
-        add("cluster.nics_per_node", fmt::format("{} nodes need at least one NIC per node, got {}{}", c.nodes,
-                                                 c.nics_per_node,
+        add("cluster.nics_per_node", fmt::format("{} nodes need at least one NIC per node, got {}{}: without NICs "
+                                                 "one node of {} GPUs is the most the cluster can use",
+                                                 c.nodes, c.nics_per_node,
                                                  plan.hardware.source_file.empty()
                                                      ? std::string()
                                                      : fmt::format(" (from {} node.nics_per_node unless written here)",
-                                                                   plan.hardware.source_file)));
+                                                                   plan.hardware.source_file),
+                                                 c.gpus_per_node));
     else if (t.global_batch % (t.micro_batch * p.dp) != 0)
         add("training.global_batch",
             fmt::format("global batch {} is not a multiple of micro_batch*dp = {}*{} = {}", t.global_batch,
@@ -203,17 +211,22 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
             fmt::format("parameter offload fetches each layer's weights as ZeRO-3 / FSDP gather them: sharding zero3, "
                         "or fsdp / hsdp without pipelining, not {}{}",
                         to_string(p.sharding), p.pp > 1 ? fmt::format(" with pp={}", p.pp) : std::string()));
-    if (p.offload != Offload::none &&
-        (plan.hardware.host_memory_bandwidth.value() <= 0 || plan.hardware.cpu_adam_efficiency <= 0))
-        add("parallel.offload",
-            fmt::format("CPU offload needs the node's host memory bandwidth and CPU Adam efficiency "
-                        "(profile node.host_memory_bandwidth, node.cpu_adam_efficiency); {} gives "
-                        "none",
-                        plan.hardware.id));
-    else if (p.offload != Offload::none && !plan.cluster.host_memory && plan.hardware.default_host_memory.value() <= 0)
-        add("parallel.offload", fmt::format("CPU offload needs the host memory per node: cluster.host_memory ({} gives "
-                                            "no node.host_memory)",
-                                            plan.hardware.id));
+    if (p.offload != Offload::none) {
+        // Every profile key offload reads that the profile lacks, at once (the PCIe link it also
+        // crosses, interconnect.pcie_bandwidth / pcie_efficiency, is required in every profile).
+        const auto& hw = plan.hardware;
+        std::vector<std::string> missing;
+        if (hw.host_memory_bandwidth.value() <= 0) missing.emplace_back("node.host_memory_bandwidth");
+        if (hw.cpu_adam_efficiency <= 0) missing.emplace_back("node.cpu_adam_efficiency");
+        if (!plan.cluster.host_memory && hw.default_host_memory.value() <= 0)
+            missing.emplace_back("node.host_memory (or the scenario's cluster.host_memory)");
+        if (!missing.empty())
+            add("parallel.offload",
+                fmt::format("CPU offload ({}) needs the node's host memory bandwidth, CPU Adam efficiency and host "
+                            "memory; the profile {} lacks {}: add {} to its node section",
+                            to_string(p.offload), hw.source_file.empty() ? hw.id : hw.source_file,
+                            fmt::join(missing, ", "), missing.size() == 1 ? "it" : "them"));
+    }
     if (p.fsdp_fetch == FsdpFetch::module && p.fsdp_gathers_per_layer != 1)
         add("parallel.fsdp_gathers_per_layer",
             fmt::format(

@@ -1,8 +1,10 @@
 #include "trainsim/model/core/units.hpp"
+#include "trainsim/model/core/text_format.hpp"
 
 #include <fmt/format.h>
 
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <utility>
@@ -168,6 +170,44 @@ std::string format_bandwidth(Bandwidth bw) {
     if (v >= kTera) return fmt::format("{:.2f} TB/s", v / kTera);
     if (v >= kGiga) return fmt::format("{:.1f} GB/s", v / kGiga);
     return fmt::format("{:.1f} MB/s", v / kMega);
+}
+
+std::string format_grouped(double v, int decimals) {
+    // Digits grouped by hand, not through a std::locale: the output must not depend on the locales
+    // a machine has installed (a missing "en_US.UTF-8" throws).
+    const std::string s = fmt::format("{:.{}f}", v, decimals);
+    const std::size_t begin = (!s.empty() && s[0] == '-') ? 1 : 0;
+    const std::size_t dot = s.find('.');
+    const std::size_t end = dot == std::string::npos ? s.size() : dot;
+    if (end > begin && !std::isdigit(static_cast<unsigned char>(s[begin]))) return s; // inf, nan
+    std::string out = s.substr(0, begin);
+    for (std::size_t i = begin; i < end; ++i) {
+        out += s[i];
+        const std::size_t left = end - i - 1;
+        if (left > 0 && left % 3 == 0) out += ',';
+    }
+    out += s.substr(end);
+    return out;
+}
+
+std::string format_money(double amount, std::string_view currency) {
+    return currency.empty() ? format_grouped(amount, 0) : fmt::format("{} {}", format_grouped(amount, 0), currency);
+}
+
+std::string format_count(double n) {
+    // The suffixes parse_count reads, largest first; three significant digits ("1T", "300B",
+    // "6.74B", "1.5T"); a mantissa that would round to 1000 or more is printed whole ("1000T").
+    static constexpr std::array<std::pair<double, const char*>, 4> kSuffixes{
+        {{kTera, "T"}, {kGiga, "B"}, {kMega, "M"}, {kKilo, "k"}}};
+    if (!std::isfinite(n)) return fmt::format("{}", n);
+    for (const auto& [factor, suffix] : kSuffixes) {
+        if (std::fabs(n) < factor) continue;
+        const double m = n / factor;
+        const std::string digits = fmt::format("{:.3g}", m);
+        return (digits.find('e') == std::string::npos ? digits : fmt::format("{:.0f}", m)) + suffix;
+    }
+    const std::string digits = fmt::format("{:.3g}", n);
+    return digits.find('e') == std::string::npos ? digits : fmt::format("{:.0f}", n);
 }
 
 std::string format_time(Time t) {

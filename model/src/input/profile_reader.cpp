@@ -156,7 +156,9 @@ private:
         const Site& at = v->value_site;
         switch (e.kind) {
         case Kind::integer:
-            if (auto x = detail::read_int(n, at, 1, out_); x && within(*x, kIntegerBounds, at, n)) p_.*e.int_member = *x;
+            if (auto x = detail::read_int(n, at, e.zero_means_none ? 0 : 1, out_);
+                x && ((e.zero_means_none && *x == 0) || within(*x, kIntegerBounds, at, n)))
+                p_.*e.int_member = *x;
             break;
         case Kind::boolean:
             if (auto x = detail::read_bool(n, at, out_)) p_.*e.bool_member = *x;
@@ -168,7 +170,7 @@ private:
             break;
         case Kind::bandwidth:
             if (auto x = detail::read_with_unit(n, at, "a bandwidth (e.g. '450 GB/s')", parse_bandwidth, out_);
-                x && within(x->value(), kBandwidthBounds, at, n))
+                x && ((e.zero_means_none && x->value() == 0) || within(x->value(), kBandwidthBounds, at, n)))
                 p_.*e.bandwidth_member = *x;
             break;
         case Kind::duration:
@@ -588,6 +590,11 @@ private:
                                        "large GEMMs reach is needed",
                                        to_string(prec)));
         if (p_.nvls && !seen_.contains("interconnect.nvls_efficiency")) missing("interconnect.nvls_efficiency");
+        if (p_.nvls && seen_.contains("interconnect.nvlink_bandwidth") && p_.nvlink_bandwidth.value() == 0 &&
+            !has_errors_at("interconnect.nvlink_bandwidth"))
+            report(out_, entry_site("interconnect.nvls"),
+                   "NVLS runs in the NVSwitches over NVLink; with nvlink_bandwidth \"0 GB/s\" (no NVLink) write nvls: "
+                   "false");
         power_checks();
         if (seen_.contains("memory.reserved") && seen_.contains("memory.hbm_capacity") &&
             p_.hbm_capacity.value() > 0 && p_.reserved_memory >= p_.hbm_capacity)

@@ -42,6 +42,9 @@ struct Entry {
     std::string_view path;
     Kind kind;
     bool required;
+    // 0 is a value of its own, "none" (no NVLink: intra-node traffic over PCIe; no NICs: a single
+    // node), accepted below the kind's physical range (docs/formats.md).
+    bool zero_means_none = false;
     int HardwareProfile::*int_member = nullptr;
     double HardwareProfile::*double_member = nullptr;
     bool HardwareProfile::*bool_member = nullptr;
@@ -136,6 +139,7 @@ inline const std::array<Entry, 42> kEntries{{
     {.path = "interconnect.nvlink_bandwidth",
      .kind = Kind::bandwidth,
      .required = true,
+     .zero_means_none = true,
      .bandwidth_member = &HP::nvlink_bandwidth},
     {.path = "interconnect.nvlink_efficiency",
      .kind = Kind::fraction,
@@ -180,7 +184,11 @@ inline const std::array<Entry, 42> kEntries{{
      .required = false,
      .double_member = &HP::comm_fit_residual},
     {.path = "node.gpus_per_node", .kind = Kind::integer, .required = true, .int_member = &HP::default_gpus_per_node},
-    {.path = "node.nics_per_node", .kind = Kind::integer, .required = false, .int_member = &HP::default_nics_per_node},
+    {.path = "node.nics_per_node",
+     .kind = Kind::integer,
+     .required = false,
+     .zero_means_none = true,
+     .int_member = &HP::default_nics_per_node},
     {.path = "node.nic_rate", .kind = Kind::bandwidth, .required = false, .bandwidth_member = &HP::default_nic_rate},
     {.path = "node.host_memory", .kind = Kind::bytes, .required = false, .bytes_member = &HP::default_host_memory},
     {.path = "node.host_memory_bandwidth",

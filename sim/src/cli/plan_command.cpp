@@ -2,6 +2,8 @@
 // (docs/plan-search.md).
 #include "commands.hpp"
 
+#include "trainsim/model/core/text_format.hpp"
+
 namespace trainsim::sim::cli {
 
 // ---- trainsim plan (docs/plan-search.md) ----
@@ -56,9 +58,10 @@ model::Plan plan_base(const PlanArgs& a) {
         // their Table 3), said on standard error so that the figures are not read as the user's.
         const double params = model::count_params(base.model).total;
         base.training.tokens = kComputeOptimalTokensPerParam * params;
-        std::cerr << fmt::format("trainsim: note: --tokens not given: {:.3g} tokens, {:.0f} per parameter of {}'s "
-                                 "{:.3g} (compute-optimal, Hoffmann et al. 2022); give --tokens for your run\n",
-                                 base.training.tokens, kComputeOptimalTokensPerParam, base.model.name, params);
+        std::cerr << fmt::format("trainsim: note: --tokens not given: {} tokens, {:.0f} per parameter of {}'s "
+                                 "{} (compute-optimal, Hoffmann et al. 2022); give --tokens for your run\n",
+                                 model::format_count(base.training.tokens), kComputeOptimalTokensPerParam,
+                                 base.model.name, model::format_count(params));
     }
     return base;
 }
@@ -79,7 +82,7 @@ nlohmann::json frontier_json(const std::vector<CountBest>& frontier) {
 namespace {
 // A plan's bill as a table cell: the expected run's (what is paid) or the steady run's.
 std::string bill_cell(const RunEstimate& e, bool expected) {
-    return e.priced ? fmt::format("{:.0f}", expected ? e.expected_cost : e.cost) : std::string("no price");
+    return e.priced ? model::format_money(expected ? e.expected_cost : e.cost, e.currency) : std::string("no price");
 }
 } // namespace
 
@@ -89,10 +92,10 @@ void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, 
                  "cheaper):\n";
     // Both days, and the bill of the expected run (what is paid); the steady run's cost too when
     // the search ranked on it (--days steady).
-    std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>9} {:>12}{} {:>9} {:>6}\n", "GPUs", "best layout", "days",
-                             "exp.days", "bill " + currency,
-                             expected ? std::string() : fmt::format(" {:>12}", "steady " + currency), "tok/s/GPU",
-                             "MFU");
+    (void)currency; // each bill cell carries its currency
+    std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>9} {:>16}{} {:>9} {:>6}\n", "GPUs", "best layout", "days",
+                             "exp.days", "bill", expected ? std::string() : fmt::format(" {:>16}", "steady cost"),
+                             "tok/s/GPU", "MFU");
     for (const auto& f : frontier) {
         if (!f.best) {
             // What excluded the count, where the constraints were explained (else nothing fits).
@@ -105,10 +108,10 @@ void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, 
             continue;
         }
         const auto& e = f.best->estimate;
-        std::cout << fmt::format("{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12}{} {:>9.0f} {:>5.1f}%\n",
+        std::cout << fmt::format("{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>16}{} {:>9.0f} {:>5.1f}%\n",
                                  f.pareto ? " *" : "  ", f.gpus, layout_label(f.best->plan), e.days_to_train,
                                  e.expected_days, bill_cell(e, true),
-                                 expected ? std::string() : fmt::format(" {:>12}", bill_cell(e, false)),
+                                 expected ? std::string() : fmt::format(" {:>16}", bill_cell(e, false)),
                                  e.tokens_per_s_per_gpu, 100 * e.mfu);
     }
 }
@@ -464,8 +467,9 @@ int run_plan_search(const PlanArgs& a) {
     }
 
     const auto& s = res.stats;
-    std::cout << fmt::format("{} on {} ({}), {:.3g} tokens, global batch {} x {} tokens\n", base.model.name,
-                             base.hardware.name, model::to_string(base.precision), base.training.tokens,
+    std::cout << fmt::format("{} on {} ({}), {} tokens, global batch {} x {} tokens\n", base.model.name,
+                             base.hardware.name, model::to_string(base.precision),
+                             model::format_count(base.training.tokens),
                              base.training.global_batch, base.training.seq_len);
     std::cout << fmt::format("searched {} layouts in {:.1f} s: {} invalid, {} do not fit (leaving {:.0f}% of HBM free), "
                              "{} dominated recompute, {} pruned by the stream bound, {} by the critical path, {} "
@@ -478,20 +482,21 @@ int run_plan_search(const PlanArgs& a) {
     const char* basis =
         expected ? "expected: checkpoints, failures, restarts; billed in whole units" : "steady state (--days steady)";
     if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days ({})\n", *a.deadline_days, basis);
-    if (a.budget) std::cout << fmt::format("budget: {:g} {} total ({})\n", *a.budget, base.pricing.currency, basis);
+    if (a.budget)
+        std::cout << fmt::format("budget: {} total ({})\n", model::format_money(*a.budget, base.pricing.currency), basis);
     std::cout << fmt::format("ranked by {} ({})\n\n", o.rank == RankBy::days ? "days to train" : "total cost", basis);
     auto offload_table = [&]() {
         for (std::size_t i = 0; i < offload_res->plans.size(); ++i) {
             const auto& r = offload_res->plans[i];
             const auto& e = r.estimate;
-            std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8.1f} {:>12} {:>9.0f} {:>5.1f}% {:>6.1f} {:>6.0f}\n",
+            std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8.1f} {:>16} {:>9.0f} {:>5.1f}% {:>6.1f} {:>6.0f}\n",
                                      i + 1, r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
-                                     e.priced ? fmt::format("{:.0f}", e.cost) : "no price", e.tokens_per_s_per_gpu,
+                                     bill_cell(e, false), e.tokens_per_s_per_gpu,
                                      100 * e.mfu, model::to_gib(e.memory.total()), model::to_gib(e.host_needed));
         }
     };
     auto offload_header = [&]() {
-        std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8} {:>12} {:>9} {:>6} {:>6} {:>6}\n", "#", "GPUs", "layout",
+        std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8} {:>16} {:>9} {:>6} {:>6} {:>6}\n", "#", "GPUs", "layout",
                                  "days", "cost", "tok/s/GPU", "MFU", "HBM", "host");
     };
     if (res.plans.empty()) {
@@ -512,9 +517,13 @@ int run_plan_search(const PlanArgs& a) {
                     g.plan.num_gpus(), layout_label(g.plan), g.estimate.days_to_train,
                     best.estimate.days_to_train / g.estimate.days_to_train, best.estimate.days_to_train,
                     g.estimate.priced && best.estimate.priced
-                        ? fmt::format(", for {:.0f} {} instead of {:.0f}", g.estimate.cost, g.estimate.currency,
-                                      best.estimate.cost)
+                        ? fmt::format(", for {} instead of {}", model::format_money(g.estimate.cost, g.estimate.currency),
+                                      model::format_money(best.estimate.cost, best.estimate.currency))
                         : std::string());
+            } else if (base.cluster.nics_per_node < 1) {
+                std::cout << fmt::format("\nwithout offload: this cluster has no NICs: one node of {} GPUs is the most "
+                                         "it can use, and no GPU-only layout of it fits (cluster.nics_per_node)\n",
+                                         base.cluster.gpus_per_node);
             }
             return kExitOk;
         }
@@ -529,17 +538,17 @@ int run_plan_search(const PlanArgs& a) {
     // Every row: steady and expected days and the bill of the expected run (whole billing units:
     // what is paid); with --days steady also the steady run's cost, which the ranking then used.
     const std::string& cur = base.pricing.currency;
-    std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>12}{} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
-                             "days", "exp.days", "bill " + cur,
-                             expected ? std::string() : fmt::format(" {:>12}", "steady " + cur), "tok/s/GPU", "MFU",
+    std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>16}{} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
+                             "days", "exp.days", "bill",
+                             expected ? std::string() : fmt::format(" {:>16}", "steady cost"), "tok/s/GPU", "MFU",
                              "mem GiB");
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
-        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>12}{} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
+        std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>16}{} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
                                  i + 1, tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
                                  e.expected_days, bill_cell(e, true),
-                                 expected ? std::string() : fmt::format(" {:>12}", bill_cell(e, false)),
+                                 expected ? std::string() : fmt::format(" {:>16}", bill_cell(e, false)),
                                  e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
     }
     std::cout << "\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n";

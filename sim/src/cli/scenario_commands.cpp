@@ -1,6 +1,9 @@
 // trainsim simulate, compare, report, keys, explain: a scenario's plans, simulated and reported.
 #include "commands.hpp"
 
+#include <charconv>
+#include <cstring>
+
 #ifndef TRAINSIM_DEFAULT_DATA_DIR
 #define TRAINSIM_DEFAULT_DATA_DIR "scenarios"
 #endif
@@ -105,6 +108,19 @@ model::Scenario load(const Common& c) {
     return sc;
 }
 
+namespace {
+// The width the side-by-side table wraps at: $COLUMNS when it is a sensible terminal width (as
+// shells export it), else 120 columns.
+std::size_t terminal_width() {
+    constexpr std::size_t kDefault = 120;
+    const char* env = std::getenv("COLUMNS");
+    if (env == nullptr || *env == '\0') return kDefault;
+    std::size_t n = 0;
+    const auto [end, ec] = std::from_chars(env, env + std::strlen(env), n);
+    return ec == std::errc() && *end == '\0' && n >= 40 && n <= 10000 ? n : kDefault;
+}
+} // namespace
+
 void print_results(const Common& c, const model::Scenario& scenario, const std::vector<PlanResult>& results,
                    bool side_by_side) {
     if (c.trace == "-") return; // stdout carries the trace
@@ -124,7 +140,7 @@ void print_results(const Common& c, const model::Scenario& scenario, const std::
         if (!results[i].estimate.fits && model::check_layout(*results[i].plan).empty())
             advice[i] = fit_advice({*results[i].plan}, kMemoryHeadroomFraction, false);
     if (!scenario.title.empty()) std::cout << scenario.title << "\n\n";
-    if (side_by_side && results.size() > 1) std::cout << format_comparison(results) << "\n";
+    if (side_by_side && results.size() > 1) std::cout << format_comparison(results, terminal_width()) << "\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
         std::cout << format_plan(*results[i].plan, results[i].estimate);
         if (advice[i]) std::cout << format_fit_advice(*advice[i]);

@@ -1,6 +1,7 @@
 #include "trainsim/sim/report/html_report.hpp"
 
 #include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/sim/run/billing.hpp"
 
 #include "svg_charts.hpp"
 
@@ -24,7 +25,7 @@ namespace {
 
 // ---- the plans table ----
 
-enum class Cell { integer, fixed, percent, money, text, yes_no };
+enum class Cell { integer, fixed, percent, money, billed, text, yes_no };
 
 struct RowSpec {
     const char* key; // JSON path, dotted for nested fields
@@ -57,12 +58,61 @@ std::string cell_text(const json& plan, const RowSpec& r) {
             return fmt::format("{:.{}f}%", 100 * v->get<double>(), r.decimals);
         case Cell::money:
             return fmt::format("{} {}", grouped(v->get<double>(), r.decimals), plan.value("currency", ""));
+        case Cell::billed: {
+            // "12 machine-months", "9,112.3 GPU-hours": whole units without decimals.
+            const double units = v->get<double>();
+            const json* unit = lookup(plan, "billing.steady.unit");
+            const bool whole = std::fabs(units - std::round(units)) < 1e-9 * std::max(1.0, std::fabs(units));
+            return fmt::format("{} {}{}", grouped(units, whole ? 0 : 1),
+                               unit != nullptr && unit->is_string() ? unit->get<std::string>() : std::string("unit"),
+                               whole && std::round(units) == 1 ? "" : "s");
+        }
         case Cell::text:
             return v->is_string() ? v->get<std::string>() : v->dump();
         case Cell::yes_no:
             return v->get<bool>() ? "yes" : "no";
     }
     return "";
+}
+
+std::string days_text(double hours) {
+    return fmt::format("{:.1f} days", hours / 24.0);
+}
+
+// Why a plan's bill is larger than the hours it uses (sim/run/billing.hpp): a term or a month is
+// paid whole, an hourly rate per started increment. An em dash where there is no bill.
+std::string bill_why(const RunEstimate& e) {
+    if (!e.fits || !e.step || !e.priced) return "\u2014";
+    const auto& b = e.bill;
+    const std::string used = days_text(b.used_hours), paid = days_text(b.billed_hours);
+    switch (b.commitment) {
+        case model::Commitment::monthly:
+        case model::Commitment::quarterly:
+        case model::Commitment::annual: {
+            const int months = b.commitment == model::Commitment::monthly     ? 1
+                               : b.commitment == model::Commitment::quarterly ? 3
+                                                                              : 12;
+            const double terms = std::round(b.billed_hours / (months * kHoursPerMonth));
+            return fmt::format("{} {} commitment is paid in whole {}-month terms: {:.0f} term{} ({}) paid for the "
+                               "{} the run takes",
+                               b.commitment == model::Commitment::annual ? "an" : "a", model::to_string(b.commitment),
+                               months, terms, terms == 1 ? "" : "s", paid, used);
+        }
+        case model::Commitment::on_demand:
+        case model::Commitment::spot:
+            break;
+    }
+    const char* how = b.commitment == model::Commitment::spot ? "spot" : "on demand";
+    if (e.pricing.basis == model::PriceBasis::machine_month)
+        return fmt::format("{}, machine-months are paid whole: {:.0f} month{} ({}) paid for the {} the run takes", how,
+                           std::round(b.billed_hours / kHoursPerMonth),
+                           std::round(b.billed_hours / kHoursPerMonth) == 1 ? "" : "s", paid, used);
+    if (b.unused_fraction < 5e-4)
+        return fmt::format("{}, billed per {}: only the hours used are paid", how,
+                           model::to_string(e.pricing.increment));
+    // Hourly bases: in hours, where a started increment shows.
+    return fmt::format("{}, billed per started {}: {:.1f} hours paid for the {:.1f} hours the run takes", how,
+                       model::to_string(e.pricing.increment), b.billed_hours, b.used_hours);
 }
 
 std::string plans_table(const json& plans, const std::vector<PlanResult>& results) {
@@ -98,8 +148,14 @@ std::string plans_table(const json& plans, const std::vector<PlanResult>& result
                               {"expected_days", "days (expected, with checkpoints and failures)", Cell::fixed, 1},
                               {"gpu_hours", "GPU-hours", Cell::integer},
                               {"price_per_gpu_hour", "price per GPU-hour", Cell::money, 2},
-                              {"cost", "cost", Cell::money, 0},
-                              {"cost_per_million_tokens", "cost per million tokens", Cell::money, 2},
+                              // The money as a budget holder reads it (docs/report.md "Money"): what is
+                              // charged, what of it the run uses, and the rest with why (bill_why).
+                              {"cost", "cost as billed (whole billing units)", Cell::money, 0},
+                              {"billed_units", "billed", Cell::billed},
+                              {"cost_prorated", "cost pro-rated (the hours used)", Cell::money, 0},
+                              {"unused_fraction", "unused share of the bill", Cell::percent, 1},
+                              {"expected_cost", "cost as billed, expected wall clock", Cell::money, 0},
+                              {"cost_per_million_tokens", "cost per million tokens (as billed)", Cell::money, 2},
                               {"energy_kwh", "energy (kWh, expected wall clock)", Cell::integer},
                               {"facility_power_kw", "average facility power (kW)", Cell::fixed, 2}};
     if (any_block) {
@@ -119,6 +175,14 @@ std::string plans_table(const json& plans, const std::vector<PlanResult>& result
         for (std::size_t i = 0; i < plans.size(); ++i)
             s += fmt::format("<td data-plan=\"{}\" data-key=\"{}\">{}</td>", i, r.key, esc(cell_text(plans[i], r)));
         s += "</tr>\n";
+        if (std::string_view(r.key) == "unused_fraction") {
+            // Text, not a JSON field: data-note instead of data-key.
+            s += "<tr><th>why the bill exceeds the hours used</th>";
+            for (std::size_t i = 0; i < plans.size(); ++i)
+                s += fmt::format("<td class=\"why\" data-plan=\"{}\" data-note=\"bill_why\">{}</td>", i,
+                                 esc(bill_why(results[i].estimate)));
+            s += "</tr>\n";
+        }
     }
     bool any_reason = false;
     for (const auto& p : plans) any_reason = any_reason || p.contains("reason");
@@ -201,6 +265,10 @@ template <class Fill> std::vector<BarRow> plan_rows(const std::vector<PlanResult
     return rows;
 }
 
+// The error bars of the days and cost charts, explained where they are drawn (docs/trust.md).
+const LegendItem kBandLegend{"whisker: 80% band (p10 to p90), trainsim's error on published runs like the plan",
+                             "#222", false, true};
+
 std::string days_chart(const std::vector<PlanResult>& results) {
     const auto rows = plan_rows(results, [](const PlanResult& r, BarRow& row) {
         row.values = {r.estimate.days_to_train};
@@ -218,7 +286,7 @@ std::string days_chart(const std::vector<PlanResult>& results) {
     });
     return stacked_bars("chart-days", "Days to train (error bar: 80% band, docs/trust.md)",
                         {{"steady state (tokens / throughput)", color(0)}}, rows, "days",
-                        LegendItem{"expected: with checkpoints, failures and restarts", "#222", true});
+                        LegendItem{"expected: with checkpoints, failures and restarts", "#222", true}, kBandLegend);
 }
 
 std::string cost_chart(const std::vector<PlanResult>& results) {
@@ -241,7 +309,7 @@ std::string cost_chart(const std::vector<PlanResult>& results) {
     else if (currencies.size() > 1)
         unit = "cost (mixed currencies: compare per plan)";
     return stacked_bars("chart-cost", "Cost of the training run", {{"as billed: whole billing units", color(4)}}, rows,
-                        unit, std::nullopt);
+                        unit, std::nullopt, kBandLegend);
 }
 
 // Days against cost, one point per plan that fits: the plans on the Pareto front (no other plan
@@ -453,7 +521,11 @@ std::string html_report(const std::string& title, const std::string& scenario_fi
     s += plans_table(plans, results);
     s += "<p class=\"note\">tokens/s per GPU = global batch x sequence length / (step time x GPUs). MFU: causal model "
          "FLOPs against the dense peak of the precision used. Days: tokens / throughput; the expected figure adds "
-         "checkpoint writes, failures and restarts.</p>\n</section>\n";
+         "checkpoint writes, failures and restarts.</p>\n";
+    s += "<p class=\"note\" id=\"money-note\">Money: the cost as billed is what the capacity is charged, in whole "
+         "billing units of the plan's pricing (a commitment's whole terms, whole machine-months, or started hourly "
+         "increments); pro-rated is the part of it that pays for the hours the run uses, and the unused share is the "
+         "rest, with why beneath it.</p>\n</section>\n";
 
     s += "<section id=\"breakdown\">\n<h2>Step time breakdown</h2>\n";
     s += "<p class=\"note\">Where the critical rank's step time goes: compute kernels and the communication and "
@@ -468,6 +540,12 @@ std::string html_report(const std::string& title, const std::string& scenario_fi
     s += "</section>\n";
 
     s += "<section id=\"days-cost\">\n<h2>Days and cost</h2>\n";
+    if (std::any_of(results.begin(), results.end(), [](const PlanResult& r) { return r.estimate.band.has_value(); }))
+        s += "<p class=\"note\" id=\"band-legend\">The whiskers on the bars are each plan's 80% band, p10 to p90: "
+             "trainsim's own error on published training runs like the plan (same framework family, GPU generation "
+             "and scale), so 8 in 10 such runs took between the two ends (docs/trust.md). They measure the model's "
+             "error, not run-to-run noise. The cost whisker is billed like the bar, in whole billing units, so a "
+             "commitment that covers both ends has none.</p>\n";
     s += days_chart(results);
     s += cost_chart(results);
     if (const auto fc = frontier_chart(results); !fc.empty()) {

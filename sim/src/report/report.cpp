@@ -5,6 +5,7 @@
 
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/model/core/text_format.hpp"
 
 #include <fmt/format.h>
 
@@ -548,7 +549,7 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,
                      model::to_string(plan.precision), 100 * e.mfu_noncausal);
     if (!e.band) {
-        s += fmt::format("  {:.3g} tokens: {:.1f} days | {:.0f} GPU-hours | {}\n", plan.training.tokens,
+        s += fmt::format("  {} tokens: {:.1f} days | {:.0f} GPU-hours | {}\n", model::format_count(plan.training.tokens),
                          e.days_to_train, e.gpu_hours,
                          !e.priced
                              ? std::string("no price (pricing.rate)")
@@ -562,7 +563,8 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
     }
     const auto& band = *e.band;
     s += fmt::format(
-        "  {:.3g} tokens: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {}\n", plan.training.tokens,
+        "  {} tokens: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {}\n",
+        model::format_count(plan.training.tokens),
         e.days_to_train, e.days_to_train * band.time_p10, e.days_to_train * band.time_p90, e.gpu_hours,
         e.gpu_hours * band.time_p10, e.gpu_hours * band.time_p90,
         !e.priced ? std::string("no price (pricing.rate)")
@@ -579,7 +581,7 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
     return s;
 }
 
-std::string format_comparison(const std::vector<PlanResult>& results) {
+std::string format_comparison(const std::vector<PlanResult>& results, std::size_t width_limit) {
     std::vector<std::string> head{"plan"};
     std::vector<std::vector<std::string>> rows;
     auto row = [&](std::string label, auto&& f) {
@@ -636,14 +638,31 @@ std::string format_comparison(const std::vector<PlanResult>& results) {
         width[c] = head[c].size();
         for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
     }
+    // Past the width limit (the terminal's), the plans wrap: blocks of as many plan columns as fit,
+    // each headed by the row labels again, separated by a blank line ("plans 1-3 of 12:").
+    std::vector<std::pair<std::size_t, std::size_t>> blocks; // [first, last) plan columns
+    for (std::size_t c = 1; c < head.size();) {
+        std::size_t used = width[0], end = c;
+        while (end < head.size() && (end == c || used + 2 + width[end] <= width_limit)) used += 2 + width[end++];
+        blocks.emplace_back(c, end);
+        c = end;
+    }
     std::string s;
-    auto line = [&](const std::vector<std::string>& cells) {
-        for (std::size_t c = 0; c < cells.size(); ++c)
-            s += c == 0 ? fmt::format("{:<{}}", cells[c], width[c]) : fmt::format("  {:>{}}", cells[c], width[c]);
+    auto line = [&](const std::vector<std::string>& cells, std::size_t first, std::size_t last) {
+        s += fmt::format("{:<{}}", cells[0], width[0]);
+        for (std::size_t c = first; c < last; ++c) s += fmt::format("  {:>{}}", cells[c], width[c]);
         s += "\n";
     };
-    line(head);
-    for (const auto& r : rows) line(r);
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+        const auto [first, last] = blocks[b];
+        if (blocks.size() > 1)
+            s += fmt::format("{}{} of {}:\n", b == 0 ? "" : "\n",
+                             last - first == 1 ? fmt::format("plan {}", first)
+                                               : fmt::format("plans {}-{}", first, last - 1),
+                             head.size() - 1);
+        line(head, first, last);
+        for (const auto& r : rows) line(r, first, last);
+    }
     return s;
 }
 

@@ -1,6 +1,8 @@
 // SVG primitives of the HTML report (svg_charts.hpp).
 #include "svg_charts.hpp"
 
+#include "trainsim/model/core/text_format.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -41,18 +43,7 @@ std::string esc(std::string_view s) {
 
 // 1234567.8 -> "1,234,568" (decimals 0) or "1,234,567.80" (decimals 2).
 std::string grouped(double v, int decimals) {
-    const std::string s = fmt::format("{:.{}f}", v, decimals);
-    const std::size_t begin = (!s.empty() && s[0] == '-') ? 1 : 0;
-    const std::size_t dot = s.find('.');
-    const std::size_t end = dot == std::string::npos ? s.size() : dot;
-    std::string out = s.substr(0, begin);
-    for (std::size_t i = begin; i < end; ++i) {
-        out += s[i];
-        const std::size_t left = end - i - 1;
-        if (left > 0 && left % 3 == 0) out += ',';
-    }
-    out += s.substr(end);
-    return out;
+    return model::format_grouped(v, decimals);
 }
 
 std::string axis_num(double v) {
@@ -107,7 +98,13 @@ double legend(std::string& s, const std::vector<LegendItem>& items, double y0) {
             x = 12;
             y += 20;
         }
-        if (it.dashed)
+        if (it.whisker)
+            s += fmt::format(
+                "<g class=\"legend-whisker\" stroke=\"{0}\" stroke-width=\"1.5\"><line x1=\"{1:.1f}\" y1=\"{2:.1f}\" "
+                "x2=\"{3:.1f}\" y2=\"{2:.1f}\"/><line x1=\"{1:.1f}\" y1=\"{4:.1f}\" x2=\"{1:.1f}\" y2=\"{5:.1f}\"/>"
+                "<line x1=\"{3:.1f}\" y1=\"{4:.1f}\" x2=\"{3:.1f}\" y2=\"{5:.1f}\"/></g>",
+                it.color, x, y + 7, x + 18, y + 2, y + 12);
+        else if (it.dashed)
             s += fmt::format(
                 "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\" "
                 "stroke-dasharray=\"5 3\"/>",
@@ -127,12 +124,14 @@ double legend(std::string& s, const std::vector<LegendItem>& items, double y0) {
 
 std::string stacked_bars(const std::string& id, const std::string& title, const std::vector<LegendItem>& segments,
                          const std::vector<BarRow>& rows, const std::string& unit,
-                         const std::optional<LegendItem>& marker) {
+                         const std::optional<LegendItem>& marker, const std::optional<LegendItem>& band) {
     constexpr double pad_l = 12, pad_r = 150, row_h = 46;
     const double pw = kWidth - pad_l - pad_r;
     std::string body;
     std::vector<LegendItem> items = segments;
     if (marker) items.push_back(*marker);
+    if (band && std::any_of(rows.begin(), rows.end(), [](const BarRow& r) { return r.range.has_value(); }))
+        items.push_back(*band);
     const double y0 = 8 + legend(body, items, 8) + 8;
     double xmax = 0;
     for (const auto& r : rows) {

@@ -20,7 +20,8 @@ constexpr double kWidth = 960;
 struct LegendItem {
     std::string label;
     std::string color;
-    bool dashed = false; // a line, not a swatch
+    bool dashed = false;  // a line, not a swatch
+    bool whisker = false; // an error bar |-| (the 80% band), not a swatch
 };
 
 struct BarRow {
@@ -49,9 +50,10 @@ struct LineSeries {
 [[nodiscard]] double nice_step(double range, int target);
 // Legend items in rows that wrap at the chart width; returns the height used.
 double legend(std::string& s, const std::vector<LegendItem>& items, double y0);
+// `band`: the legend item of the rows' error bars (BarRow::range), shown when a row has one.
 [[nodiscard]] std::string stacked_bars(const std::string& id, const std::string& title, const std::vector<LegendItem>& segments,
                          const std::vector<BarRow>& rows, const std::string& unit,
-                         const std::optional<LegendItem>& marker);
+                         const std::optional<LegendItem>& marker, const std::optional<LegendItem>& band = std::nullopt);
 [[nodiscard]] std::string line_chart(const std::string& id, const std::string& title, const std::string& y_title, bool log_y,
                        const std::vector<int>& x_ticks, const std::vector<LineSeries>& series);
 

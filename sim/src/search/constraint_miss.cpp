@@ -2,6 +2,7 @@
 
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/model/core/text_format.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -170,14 +171,14 @@ std::string format_constraint_miss(const ConstraintMiss& m, const SearchOptions&
     if (opt.budget && m.cheapest) {
         const double c = cost_of(m.cheapest->estimate, opt);
         if (c > *opt.budget)
-            s += fmt::format("  the cheapest plan, {}, costs {} {:.0f} {} (budget {:.0f})\n", plan_words(*m.cheapest),
-                             bill_word, c, currency, *opt.budget);
+            s += fmt::format("  the cheapest plan, {}, costs {} {} (budget {})\n", plan_words(*m.cheapest), bill_word,
+                             model::format_money(c, currency), model::format_money(*opt.budget, currency));
     }
     if (m.cheapest_on_time)
         s += fmt::format(
-            "  each alone can be met, not both: the cheapest plan within the deadline, {}, costs {:.0f} "
-            "{} (budget {:.0f})",
-            plan_words(*m.cheapest_on_time), cost_of(m.cheapest_on_time->estimate, opt), currency, *opt.budget);
+            "  each alone can be met, not both: the cheapest plan within the deadline, {}, costs {} (budget {})",
+            plan_words(*m.cheapest_on_time), model::format_money(cost_of(m.cheapest_on_time->estimate, opt), currency),
+            model::format_money(*opt.budget, currency));
     if (m.fastest_in_budget)
         s += fmt::format("; the fastest within the budget, {}, takes {:.1f} {} (deadline {:g})\n",
                          plan_words(*m.fastest_in_budget), days_of(m.fastest_in_budget->estimate, opt), days_word,
@@ -192,8 +193,8 @@ std::string format_constraint_miss(const ConstraintMiss& m, const SearchOptions&
                 continue;
             }
             s += fmt::format(
-                "  {:>6}  {:>8.1f} days  {:>12} {}  excluded by: {}\n", c.gpus, days_of(c.fastest->estimate, opt),
-                c.cheapest ? fmt::format("{:.0f}", cost_of(c.cheapest->estimate, opt)) : "no price", currency,
+                "  {:>6}  {:>8.1f} days  {:>16}  excluded by: {}\n", c.gpus, days_of(c.fastest->estimate, opt),
+                c.cheapest ? model::format_money(cost_of(c.cheapest->estimate, opt), currency) : "no price",
                 c.excluded_by.empty() ? "-" : fmt::format("{}", fmt::join(c.excluded_by, " and ")));
         }
     }

@@ -2,6 +2,7 @@
 
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/model/core/text_format.hpp"
 #include "trainsim/sim/search/plan_search.hpp"
 
 #include <fmt/format.h>
@@ -184,7 +185,7 @@ std::string knob_text(const KnobTry& k) {
     if (k.estimate && k.estimate->step)
         s += fmt::format(
             ": {:.1f} days, {:.0f} tokens/s/GPU{}", k.estimate->days_to_train, k.estimate->tokens_per_s_per_gpu,
-            k.estimate->priced ? fmt::format(", {:.0f} {}", k.estimate->cost, k.estimate->currency) : std::string());
+            k.estimate->priced ? ", " + model::format_money(k.estimate->cost, k.estimate->currency) : std::string());
     return s + fmt::format(" ({})\n", layout_label(k.plan));
 }
 
@@ -200,7 +201,9 @@ nlohmann::json fit_advice_json(const FitAdvice& a) {
               {"capacity_gib", a.capacity_gib}}},
             {"knobs", knobs},
             {"knobs_already_in_plan", a.already_in_plan},
-            {"more_gpus", a.more_gpus ? knob_json(*a.more_gpus) : nlohmann::json(nullptr)}};
+            {"more_gpus", a.more_gpus ? knob_json(*a.more_gpus) : nlohmann::json(nullptr)},
+            // Without NICs no count beyond one node is tried: more_gpus is null for that reason.
+            {"no_nics", a.closest.cluster.nics_per_node < 1}};
 }
 
 std::string format_fit_advice(const FitAdvice& a) {
@@ -213,6 +216,10 @@ std::string format_fit_advice(const FitAdvice& a) {
         s += fmt::format("  (already in that layout: {})\n", fmt::join(a.already_in_plan, "; "));
     if (a.more_gpus)
         s += "the fewest GPUs at which a GPU-only layout fits:\n" + knob_text(*a.more_gpus);
+    else if (a.closest.cluster.nics_per_node < 1)
+        s += fmt::format("this cluster has no NICs: one node of {} GPUs is the most it can use, and no GPU-only "
+                         "layout of it fits (cluster.nics_per_node)\n",
+                         a.closest.cluster.gpus_per_node);
     else
         s += "no GPU-only layout fits up to 64x the GPUs asked for\n";
     return s;

@@ -62,8 +62,8 @@ struct RankStrides {
 [[nodiscard]] std::string recompute_label(const Plan& plan);
 
 // Resizes the plan's cluster to `gpus` GPUs with its node kept: whole nodes, or part of one node
-// when fewer than a node (the node then holds just these GPUs). Returns why it cannot (fewer than
-// one GPU, or not whole nodes) and leaves the plan unchanged then; empty on success.
+// when fewer than a node (the node then holds just these GPUs). Returns why it cannot (< 1 GPU, not
+// whole nodes, several nodes without NICs) and leaves the plan unchanged then; empty on success.
 [[nodiscard]] std::string set_gpu_count(Plan& plan, int gpus);
 
 } // namespace trainsim::model

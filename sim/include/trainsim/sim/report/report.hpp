@@ -33,7 +33,8 @@ struct PlanResult {
 
 // Detailed text for one plan (step breakdown, throughput, memory, days, money).
 [[nodiscard]] std::string format_plan(const model::Plan& plan, const RunEstimate& e);
-// Plans side by side, one column each.
-[[nodiscard]] std::string format_comparison(const std::vector<PlanResult>& results);
+// Plans side by side, one column each; past `width` characters the plan columns wrap into blocks,
+// each with the row labels (the CLI passes the terminal's width, $COLUMNS, else 120).
+[[nodiscard]] std::string format_comparison(const std::vector<PlanResult>& results, std::size_t width = 120);
 
 } // namespace trainsim::sim
