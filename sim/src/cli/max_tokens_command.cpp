@@ -3,19 +3,15 @@
 // tokens for a budget and a deadline"; sim/search/max_tokens.hpp).
 #include "commands.hpp"
 
+#include "trainsim/model/core/text_format.hpp"
 #include "trainsim/sim/search/max_tokens.hpp"
 
 namespace trainsim::sim::cli {
 
 namespace {
 
-// 1.23T, 412B, 85.3M: token counts as people say them (three significant figures).
-std::string tokens_words(double t) {
-    const std::pair<double, const char*> units[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "k"}};
-    for (const auto& [scale, suffix] : units)
-        if (t >= scale) return fmt::format("{:.3g}{}", t / scale, suffix);
-    return fmt::format("{:.0f}", t);
-}
+// 1.23T, 412B: token counts as people say them (model::format_count).
+std::string tokens_words(double t) { return model::format_count(t); }
 
 // A count's answer with its band: the tokens at the band's slow and fast ends (p90 and p10 step
 // times: fewer and more tokens in the same days and money), where the plan has a band.
@@ -78,7 +74,7 @@ nlohmann::json count_json(const CountAnswer& a) {
 std::string constraint_words(const SearchOptions& o, const std::string& currency) {
     std::vector<std::string> parts;
     if (o.deadline_days) parts.push_back(fmt::format("{:g} days", *o.deadline_days));
-    if (o.budget) parts.push_back(fmt::format("{:.0f} {}", *o.budget, currency));
+    if (o.budget) parts.push_back(model::format_money(*o.budget, currency));
     return fmt::format("{}", fmt::join(parts, " and "));
 }
 
@@ -101,13 +97,13 @@ void print_counts(const std::vector<CountAnswer>& v, const SearchOptions& o, con
             std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>17} {:>10} {:>14} {:>9.0f}  one step already exceeds "
                                      "the {}\n",
                                      c.gpus, layout_label(c.best->plan), "0", "", "-",
-                                     e.priced ? fmt::format("{:.0f}", constrained_cost(e, o)) : "no price",
+                                     e.priced ? model::format_grouped(constrained_cost(e, o), 0) : "no price",
                                      e.tokens_per_s_per_gpu, fmt::join(c.limited_by, " and the "));
             continue;
         }
         std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>17} {:>10.1f} {:>14} {:>9.0f}  {}\n", c.gpus,
                                  layout_label(c.best->plan), tokens_words(c.tokens), band, constrained_days(e, o),
-                                 e.priced ? fmt::format("{:.0f}", constrained_cost(e, o)) : "no price",
+                                 e.priced ? model::format_grouped(constrained_cost(e, o), 0) : "no price",
                                  e.tokens_per_s_per_gpu,
                                  c.limited_by.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(c.limited_by, ", ")));
     }
@@ -163,7 +159,7 @@ int run_max_tokens(const PlanArgs& a, const model::Plan& base, const SearchOptio
                 std::cout << fmt::format(
                     "\nanswer: {} tokens ({:.0f} steps) on {} GPUs, {}: {:.1f} {}days, {}{}\n", tokens_words(c.tokens),
                     c.steps, c.gpus, layout_label(c.best->plan), constrained_days(e, o), expected ? "expected " : "",
-                    e.priced ? fmt::format("{:.0f} {} billed", constrained_cost(e, o), cur) : std::string("no price"),
+                    e.priced ? model::format_money(constrained_cost(e, o), cur) + " billed" : std::string("no price"),
                     v[*best].slow ? fmt::format("; {} tokens if every step is as slow as the 80% band's slow end",
                                                 tokens_words(v[*best].slow->tokens))
                                   : std::string());
@@ -265,7 +261,7 @@ int run_max_tokens(const PlanArgs& a, const model::Plan& base, const SearchOptio
                 const auto& e = m.at_optimal->estimate;
                 verdict = fmt::format("yes: {} GPUs {}, {:.1f} days, {}", m.at_optimal->plan.num_gpus(),
                                       layout_label(m.at_optimal->plan), constrained_days(e, o),
-                                      e.priced ? fmt::format("{:.0f} {}", constrained_cost(e, o), cur) : "no price");
+                                      e.priced ? model::format_money(constrained_cost(e, o), cur) : "no price");
             } else if (!m.most) {
                 const bool fits = std::any_of(m.counts.begin(), m.counts.end(),
                                               [](const CountAnswer& c) { return c.count.best.has_value(); });

@@ -4,6 +4,7 @@
 // --resume continues a killed sweep from its partial file.
 #include "commands.hpp"
 
+#include "trainsim/model/core/text_format.hpp"
 #include "trainsim/model/input/sweep_grid.hpp"
 
 #include <fcntl.h>
@@ -442,7 +443,7 @@ int run_sweep(const SweepArgs& a) {
                 ok ? layout_words(r) : fmt::format("no plan ({})", r["excluded_by"].get<std::string>()),
                 num("days_to_train", "{:.1f}"), num("expected_days", "{:.1f}"),
                 r.contains("expected_cost") && r["expected_cost"].is_number()
-                    ? fmt::format("{:.0f} {}", r["expected_cost"].get<double>(), str("currency"))
+                    ? model::format_money(r["expected_cost"].get<double>(), str("currency"))
                     : std::string("-"));
         }
     }
