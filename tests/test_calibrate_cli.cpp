@@ -21,20 +21,7 @@ const std::string kData = TRAINSIM_TEST_DATA_DIR;
 
 // A run directory holding a small synthetic H100-like run (no measuring needed).
 void write_synthetic_run(const std::filesystem::path& dir) {
-    std::filesystem::create_directories(dir);
-    SampleWriter w(dir / kSamplesFile);
-    for (std::int64_t n : {2048, 4096, 8192}) {
-        auto d = test::gemm_desc(n, n, n, "bf16");
-        w.append(test::synthetic(d, 4e-6 + d.flops() / 750e12));
-    }
-    for (std::int64_t e = 1 << 20; e <= (1 << 26); e *= 8) {
-        auto d = test::memory_desc("copy", e, "bf16");
-        w.append(test::synthetic(d, 2e-6 + d.bytes_moved() / 2.9e12));
-    }
-    for (double b = 1024; b <= 1 << 30; b *= 32) {
-        auto d = test::collective_desc("all_reduce", 8, b);
-        w.append(test::synthetic(d, 25e-6 + d.bytes * d.bus_factor() / 360e9));
-    }
+    test::write_synthetic_h100_samples(dir);
     write_run_info(dir, {{"plan", "quick"}, {"backend", "cuda"}, {"provenance", {{"device", "NVIDIA H100 80GB HBM3"}}}});
 }
 

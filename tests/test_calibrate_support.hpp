@@ -4,6 +4,7 @@
 #pragma once
 
 #include "trainsim/calibrate/core/descriptor.hpp"
+#include "trainsim/calibrate/measure/measure.hpp"
 #include "trainsim/calibrate/samples/sample.hpp"
 #include "trainsim/model/core/scenario.hpp"
 #include "trainsim/model/input/loader.hpp"
@@ -135,6 +136,25 @@ inline calibrate::Descriptor collective_desc(const std::string& op, int group, d
 
 // The toy layer of the CPU backend's tiny plan (calibrate/src/measure/plan.cpp kToy): simulating it with
 // seq 128 x micro-batch 2 = 256 tokens at TP 1 hits the measured GEMM shapes exactly.
+// A small synthetic H100-like run's samples (GEMMs, copies, 8-GPU all-reduces) that fit, in
+// dir/samples.jsonl: for the fit and CLI tests that need a run without measuring.
+inline void write_synthetic_h100_samples(const std::filesystem::path& dir) {
+    std::filesystem::create_directories(dir);
+    calibrate::SampleWriter w(dir / calibrate::kSamplesFile);
+    for (std::int64_t n : {2048, 4096, 8192}) {
+        auto d = gemm_desc(n, n, n, "bf16");
+        w.append(synthetic(d, 4e-6 + d.flops() / 750e12));
+    }
+    for (std::int64_t e = 1 << 20; e <= (1 << 26); e *= 8) {
+        auto d = memory_desc("copy", e, "bf16");
+        w.append(synthetic(d, 2e-6 + d.bytes_moved() / 2.9e12));
+    }
+    for (double b = 1024; b <= 1 << 30; b *= 32) {
+        auto d = collective_desc("all_reduce", 8, b);
+        w.append(synthetic(d, 25e-6 + d.bytes * d.bus_factor() / 360e9));
+    }
+}
+
 inline model::ModelArch toy_model() {
     model::ModelArch m;
     m.name = "toy";

@@ -93,22 +93,7 @@ void write_unsupported_run(const fs::path& dir) {
 }
 
 // A small synthetic H100-like run that fits (as in test_calibrate_cli.cpp).
-void write_good_run(const fs::path& dir) {
-    fs::create_directories(dir);
-    calibrate::SampleWriter w(dir / calibrate::kSamplesFile);
-    for (std::int64_t n : {2048, 4096, 8192}) {
-        auto d = test::gemm_desc(n, n, n, "bf16");
-        w.append(test::synthetic(d, 4e-6 + d.flops() / 750e12));
-    }
-    for (std::int64_t e = 1 << 20; e <= (1 << 26); e *= 8) {
-        auto d = test::memory_desc("copy", e, "bf16");
-        w.append(test::synthetic(d, 2e-6 + d.bytes_moved() / 2.9e12));
-    }
-    for (double b = 1024; b <= 1 << 30; b *= 32) {
-        auto d = test::collective_desc("all_reduce", 8, b);
-        w.append(test::synthetic(d, 25e-6 + d.bytes * d.bus_factor() / 360e9));
-    }
-}
+void write_good_run(const fs::path& dir) { test::write_synthetic_h100_samples(dir); }
 
 bool make_null_device(const fs::path& p) {
     return ::mknod(p.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;

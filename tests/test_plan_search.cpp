@@ -63,6 +63,19 @@ model::Plan small_base() {
     return p;
 }
 
+// small_base with round run settings: checkpoint bytes P x 14 B written at P x 14 / 50 B/s by the
+// one node (delta = 50 s), MTBF per GPU 80,000 s, restart 100 s: on 8 GPUs the expected days are
+// the steady ones x 1.11, on 4 x 1.075711 (the hand-computed cases below).
+model::Plan young_daly_base() {
+    auto base = small_base();
+    const double params = model::count_params(base.model).total;
+    base.run = failures_only();
+    base.run.checkpoint_bandwidth_per_node = model::Bandwidth(params * 14.0 / 50.0);
+    base.run.gpu_mtbf_hours = 80000.0 / 3600.0;
+    base.run.restart_s = 100;
+    return base;
+}
+
 } // namespace
 
 TEST_CASE("run model: Young/Daly interval and expected days by hand", "[plan-search][run]") {
@@ -480,12 +493,7 @@ TEST_CASE("failure-aware days and the deadline or budget on steady or expected d
     // restart 100 s. On 8 GPUs M = 10,000 s, tau = sqrt(2 x 50 x 10,000) = 1,000 s and the factor
     // is 1 + 50/1000 + 1000/20,000 + 100/10,000 = 1.11. On 4 GPUs M = 20,000 s,
     // tau = sqrt(2,000,000) = 1,414.21 s and the factor is 1 + 2 x 50/1414.21 + 100/20,000 = 1.075711.
-    auto base = small_base();
-    const double params = model::count_params(base.model).total;
-    base.run = failures_only();
-    base.run.checkpoint_bandwidth_per_node = model::Bandwidth(params * 14.0 / 50.0);
-    base.run.gpu_mtbf_hours = 80000.0 / 3600.0;
-    base.run.restart_s = 100;
+    auto base = young_daly_base();
     const double f8 = 1.11, f4 = 1.075711;
 
     auto o = small_options();
@@ -965,12 +973,7 @@ TEST_CASE("max tokens: the most whole steps within a deadline and a budget, by h
     // 1.075711 on 4; billed per second at 2 per GPU-hour. With a step of t s, n steps take n t f s
     // of expected wall clock, so within D days n <= D 86400 / (t f), and within a budget B the
     // billed seconds ceil(n t f) <= B 3600 / (2 g), i.e. n t f <= floor(B 3600 / (2 g)).
-    auto base = small_base();
-    const double params = model::count_params(base.model).total;
-    base.run = failures_only();
-    base.run.checkpoint_bandwidth_per_node = model::Bandwidth(params * 14.0 / 50.0);
-    base.run.gpu_mtbf_hours = 80000.0 / 3600.0;
-    base.run.restart_s = 100;
+    auto base = young_daly_base();
     auto o = small_options();
     o.space.gpu_counts = {8, 4};
     o.basis = sim::DaysBasis::expected;
