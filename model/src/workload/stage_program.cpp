@@ -228,22 +228,77 @@ StageProgram Builder::build_stage(int stage) {
     // first chunk's forward, the last chunk's first backward and the V's turn on the last stage
     // (the other chunk's output, on this stage).
     std::vector<bool> posted(schedule.size(), false);
-    auto post_recv = [&](std::size_t i) {
-        if (posted[i]) return;
-        posted[i] = true;
-        const auto& it = schedule[i];
-        if (it.pass == PipelinePass::weight_grad) return;
-        const bool fwd = it.forward;
+    // The stream of a transfer: Megatron's one per pass (activations, gradients), which for the
+    // 1F1B family is one per direction. In a V the second chunk's activations travel down and its
+    // gradients up: its transfers take the stream of their direction of travel, so that each
+    // stream pair carries the messages of one ordered pair of stages (with one FIFO per pass, a
+    // stage's chunk-1 receive from s + 1 would wait behind a chunk-0 send to it, and deadlock).
+    const bool v_transfers = v_shape(sched);
+    auto upward_of = [&](bool fwd, int from, int to) { return v_transfers ? from < to : fwd; };
+    // Where the item's input comes from: none (-1) for the first chunk's forward, the last
+    // chunk's first backward and the V's turn on the last stage (the other chunk's output).
+    auto source = [&](const ScheduleItem& it) -> int {
+        if (it.pass == PipelinePass::weight_grad) return -1;
         const int vs = virtual_stage(sched, pp, vp, stage, it.chunk);
-        if (fwd ? vs == 0 : vs == nvs - 1) return;
-        const auto src = stage_chunk(sched, pp, vp, fwd ? vs - 1 : vs + 1);
-        if (src.stage == stage) return;
-        const auto id = emit(st, fwd ? recv_act : recv_grad, fwd ? Stream::pp_recv_fwd : Stream::pp_recv_bwd,
-                             Category::pp_comm, it.microbatch, it.chunk);
+        if (it.forward ? vs == 0 : vs == nvs - 1) return -1;
+        const int src = stage_chunk(sched, pp, vp, it.forward ? vs - 1 : vs + 1).stage;
+        return src == stage ? -1 : src;
+    };
+    std::vector<std::uint32_t> recv_id(schedule.size(), kNone);
+    auto emit_recv = [&](std::size_t i, int src) {
+        const auto& it = schedule[i];
+        const bool fwd = it.forward;
+        const auto stream = upward_of(fwd, src, stage) ? Stream::pp_recv_fwd : Stream::pp_recv_bwd;
+        const auto id = emit(st, fwd ? recv_act : recv_grad, stream, Category::pp_comm, it.microbatch, it.chunk);
         Op& r = st.prog.ops[id];
-        r.peer_stage = src.stage;
+        r.peer_stage = src;
         r.tag = tag(fwd, it.chunk, it.microbatch);
-        st.pending.push_back(id);
+        posted[i] = true;
+        recv_id[i] = id;
+    };
+    // In a V each receive stream carries one neighbour's messages, which that neighbour sends in
+    // its program order; the receives are posted in the same order (earlier than needed where the
+    // neighbour sends ahead, as a pre-posted irecv), so that no receive waits behind one whose
+    // message is sent later (the Zero Bubble runtime and DualPipe batch their receives likewise).
+    std::map<int, std::vector<std::size_t>> sent_order;  // neighbour -> my items, in its send order
+    std::map<int, std::size_t> sent_next;
+    if (v_transfers) {
+        std::map<std::tuple<bool, int, int>, std::size_t> mine;  // (activation, chunk, mb) -> my item
+        for (std::size_t i = 0; i < schedule.size(); ++i)
+            if (schedule[i].pass != PipelinePass::weight_grad)
+                mine[{schedule[i].forward, schedule[i].chunk, schedule[i].microbatch}] = i;
+        for (int peer : {stage - 1, stage + 1}) {
+            if (peer < 0 || peer >= pp) continue;
+            for (const auto& it : pipeline_schedule(sched, peer, pp, vp, mbs)) {
+                if (it.pass == PipelinePass::weight_grad) continue;
+                const int vs = virtual_stage(sched, pp, vp, peer, it.chunk);
+                if (it.forward ? vs == nvs - 1 : vs == 0) continue;
+                const auto dst = stage_chunk(sched, pp, vp, it.forward ? vs + 1 : vs - 1);
+                if (dst.stage != stage) continue;
+                sent_order[peer].push_back(mine.at({it.forward, dst.chunk, it.microbatch}));
+            }
+        }
+    }
+    // Posts item i's receive (and, in a V, those its neighbour sends before it) and makes the
+    // next op wait for it.
+    auto post_recv = [&](std::size_t i) {
+        const int src = source(schedule[i]);
+        if (src < 0) return;
+        if (!posted[i]) {
+            if (v_transfers) {
+                auto& order = sent_order[src];
+                auto& next = sent_next[src];
+                while (!posted[i] && next < order.size()) {
+                    const std::size_t j = order[next++];
+                    if (!posted[j]) emit_recv(j, src);
+                }
+            }
+            if (!posted[i]) emit_recv(i, src);
+        }
+        if (recv_id[i] == kNone) return;
+        st.pending.push_back(recv_id[i]);
+        recv_id[i] = kNone;  // waited once
+        const auto& it = schedule[i];
         if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, it.microbatch, it.chunk);
     };
     auto send_output = [&](const ScheduleItem& it) {
@@ -252,8 +307,9 @@ StageProgram Builder::build_stage(int stage) {
         if (fwd ? vs == nvs - 1 : vs == 0) return;
         const auto dst = stage_chunk(sched, pp, vp, fwd ? vs + 1 : vs - 1);
         if (dst.stage == stage) return;
-        const auto id = emit(st, fwd ? send_act : send_grad, fwd ? Stream::pp_send_fwd : Stream::pp_send_bwd,
-                             Category::pp_comm, it.microbatch, it.chunk, {last_compute_});
+        const auto stream = upward_of(fwd, stage, dst.stage) ? Stream::pp_send_fwd : Stream::pp_send_bwd;
+        const auto id = emit(st, fwd ? send_act : send_grad, stream, Category::pp_comm, it.microbatch, it.chunk,
+                             {last_compute_});
         Op& s = st.prog.ops[id];
         s.peer_stage = dst.stage;
         s.tag = tag(fwd, dst.chunk, it.microbatch);
