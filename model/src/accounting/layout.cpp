@@ -1,6 +1,7 @@
 #include "trainsim/model/accounting/layout.hpp"
 
 #include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/model/accounting/pipeline_schedule.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -69,10 +70,14 @@ int derive_dp(int num_gpus, int tp, int pp, int cp) {
 }
 
 int chunk_layers(int layers, int pp, int vp, int stage, int chunk) {
+    return chunk_layers(layers, pp, vp, stage, chunk, PpSchedule::automatic);
+}
+
+int chunk_layers(int layers, int pp, int vp, int stage, int chunk, PpSchedule schedule) {
     const int n = pp * vp;
     if (n <= 0) return 0;
     if (layers % n == 0) return layers / n;
-    const int k = chunk * pp + stage; // position in pipeline order
+    const int k = virtual_stage(schedule, pp, vp, stage, chunk); // position in pipeline order
     const int units = layers + 2;
     const int base = units / n, extra = units % n;
     int u = base + (k >= 1 && k <= extra ? 1 : 0);
@@ -87,6 +92,40 @@ bool no_empty_chunk(int layers, int pp, int vp) {
         for (int c = 0; c < vp; ++c)
             if (chunk_layers(layers, pp, vp, s, c) < 1) return false;
     return true;
+}
+} // namespace
+
+namespace {
+// What a schedule asks of the layout (docs/model.md "Pipeline schedules").
+template <class Add> void check_schedule(const Plan& plan, Add&& add) {
+    const auto& p = plan.parallel;
+    const PpSchedule s = effective_schedule(p.pp_schedule, p.vp);
+    const std::string name = to_string(s);
+    if (s == PpSchedule::one_f_one_b && p.vp != 1)
+        add("parallel.pp_schedule", fmt::format("1f1b runs one chunk per stage, but vp = {} (interleaved runs more)", p.vp));
+    if (s == PpSchedule::interleaved && p.vp < 2)
+        add("parallel.pp_schedule", "interleaved needs vp > 1 model chunks per stage");
+    if (s == PpSchedule::zb_h1 && p.vp != 1)
+        add("parallel.pp_schedule", fmt::format("zb-h1 runs one chunk per stage (Qi et al. 2024, section 2.1), but vp = {}", p.vp));
+    if (v_shape(s) && p.vp != 2)
+        add("parallel.pp_schedule",
+            fmt::format("{} places exactly vp = 2 chunks per stage in a V, but vp = {}", name, p.vp));
+    if (s != PpSchedule::one_f_one_b && s != PpSchedule::interleaved && p.pp < 2)
+        add("parallel.pp_schedule", fmt::format("{} is a pipeline schedule: it needs pp > 1", name));
+    if (!splits_backward(s)) return;
+    // The split backward is modelled on Megatron-style weights (held for the step) and per-unit
+    // gradient accumulation: a W pass that regathers ZeRO-3 / FSDP weights, or DeepSpeed's
+    // accumulation pass after each backward, is not.
+    if (p.sharding == Sharding::zero3 || p.sharding == Sharding::fsdp || p.sharding == Sharding::hsdp)
+        add("parallel.pp_schedule",
+            fmt::format("{} splits the backward; its W passes are modelled with weights held through the step "
+                        "(sharding none, dist_opt, zero1, zero2), not '{}'",
+                        name, to_string(p.sharding)));
+    if (p.grad_accumulation == GradAccumulation::deepspeed)
+        add("parallel.pp_schedule",
+            fmt::format("{} splits the backward; DeepSpeed's gradient accumulation after each backward is not "
+                        "modelled with it",
+                        name));
 }
 } // namespace
 
@@ -110,14 +149,15 @@ int max_chunk_layers(const Plan& plan) {
     const auto& p = plan.parallel;
     int best = 0;
     for (int s = 0; s < p.pp; ++s)
-        for (int c = 0; c < p.vp; ++c) best = std::max(best, chunk_layers(plan.model.layers, p.pp, p.vp, s, c));
+        for (int c = 0; c < p.vp; ++c)
+            best = std::max(best, chunk_layers(plan.model.layers, p.pp, p.vp, s, c, p.pp_schedule));
     return best;
 }
 
 int stage_layers(const Plan& plan, int stage) {
     const auto& p = plan.parallel;
     int sum = 0;
-    for (int c = 0; c < p.vp; ++c) sum += chunk_layers(plan.model.layers, p.pp, p.vp, stage, c);
+    for (int c = 0; c < p.vp; ++c) sum += chunk_layers(plan.model.layers, p.pp, p.vp, stage, c, p.pp_schedule);
     return sum;
 }
 
@@ -156,6 +196,7 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
                                        p.tp, m.kv_heads, m.name, m.kv_heads));
     if (m.ffn % p.tp != 0)
         add("parallel.tp", fmt::format("tp={} does not divide the FFN width {} of {}", p.tp, m.ffn, m.name));
+    const PpSchedule schedule = effective_schedule(p.pp_schedule, p.vp);
     const bool empty_chunk = !no_empty_chunk(m.layers, p.pp, p.vp);
     if (empty_chunk)
         add("parallel.pp", fmt::format("pp*vp = {}*{} = {} model chunks leave a chunk without a layer of the {} of {} "
@@ -189,10 +230,16 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
                         "global batch, the largest published, at dp = 1 and micro_batch 1): raise micro_batch or dp",
                         t.global_batch, t.micro_batch, p.dp, plan.grad_accum(), kMaxMicrobatchesPerStep,
                         kMaxMicrobatchesPerStep));
-    else if (p.vp > 1 && plan.grad_accum() % p.pp != 0)
+    else if (schedule == PpSchedule::interleaved && p.vp > 1 && plan.grad_accum() % p.pp != 0)
         add("parallel.vp", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of pp={}",
                                        plan.grad_accum(), p.pp));
+    else if (schedule == PpSchedule::dualpipe_v && plan.grad_accum() < 2 * p.pp)
+        add("parallel.pp_schedule",
+            fmt::format("dualpipe-v needs at least 2 x pp = {} micro-batches per step, got {} (DualPipeV.step asserts "
+                        "num_chunks >= num_ranks * 2)",
+                        2 * p.pp, plan.grad_accum()));
     if (p.vp > 1 && p.pp < 2) add("parallel.vp", "vp > 1 (interleaving) needs pp > 1");
+    check_schedule(plan, add);
     const bool sharded_optimizer =
         p.sharding == Sharding::dist_opt || p.sharding == Sharding::zero1 || p.sharding == Sharding::zero2;
     if (p.fp8_params && plan.precision != Precision::fp8)

@@ -91,13 +91,17 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     const auto& p = plan.parallel;
     const auto pc = count_params(m);
     const int layers_per_stage = stage_layers(plan, stage);
-    const bool first = stage == 0, last = stage == p.pp - 1;
+    // A V schedule (ZB-V, DualPipeV) places the last chunk, with the loss, on stage 0.
+    const PpSchedule schedule = effective_schedule(p.pp_schedule, p.vp);
+    const bool first = stage == 0;
+    const bool last = stage_chunk(schedule, p.pp, p.vp, p.pp * p.vp - 1).stage == stage;
 
     MemoryBreakdown mb;
     mb.stage = stage;
     double local = layers_per_stage * pc.per_layer / p.tp;
     if (first) local += pc.embedding / p.tp;
-    if (last) local += (m.tied_embeddings ? (p.pp > 1 ? pc.embedding : 0.0) : pc.lm_head) / p.tp + pc.final_norm;
+    // A tied head is the embedding's tensor where both sit on one stage, a copy elsewhere.
+    if (last) local += (m.tied_embeddings ? (!first ? pc.embedding : 0.0) : pc.lm_head) / p.tp + pc.final_norm;
     mb.local_params = local;
 
     const int dp_group = p.dp * p.cp;
@@ -199,10 +203,11 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     // Activations: the layers of every (micro-batch, chunk) forward pass held at the peak of this
     // stage's schedule (1F1B: pp - stage for the first chunk), plus under full recompute the one
     // layer being recomputed, plus the loss buffers of one micro-batch on the last stage.
-    mb.inflight_microbatches = peak_inflight_chunks(stage, p.pp, p.vp, plan.grad_accum());
+    // A split backward (ZB-H1, ZB-V, DualPipeV) holds a forward's activations until its W pass.
+    mb.inflight_microbatches = peak_inflight_chunks(schedule, stage, p.pp, p.vp, plan.grad_accum());
     int layers_per_chunk = 0; // the stage's largest chunk
     for (int c = 0; c < p.vp; ++c)
-        layers_per_chunk = std::max(layers_per_chunk, chunk_layers(m.layers, p.pp, p.vp, stage, c));
+        layers_per_chunk = std::max(layers_per_chunk, chunk_layers(m.layers, p.pp, p.vp, stage, c, schedule));
     const auto& t = plan.training;
     ActivationOptions opt;
     opt.flash_attention = p.attention != AttentionImpl::unfused;

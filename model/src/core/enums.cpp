@@ -145,6 +145,24 @@ std::string to_string(MicrobatchSync v) {
     return "?";
 }
 
+std::string to_string(PpSchedule v) {
+    switch (v) {
+        case PpSchedule::automatic:
+            return "auto";
+        case PpSchedule::one_f_one_b:
+            return "1f1b";
+        case PpSchedule::interleaved:
+            return "interleaved";
+        case PpSchedule::zb_h1:
+            return "zb-h1";
+        case PpSchedule::zb_v:
+            return "zb-v";
+        case PpSchedule::dualpipe_v:
+            return "dualpipe-v";
+    }
+    return "?";
+}
+
 std::string to_string(GradAccumulation v) {
     switch (v) {
         case GradAccumulation::fused:

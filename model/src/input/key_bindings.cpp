@@ -230,6 +230,7 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
             "parallel.selective_recompute",
             [](B& b) -> SelectiveRecompute& { return b.plan.parallel.selective_recompute; }),
         enum_key<B, Offload>("parallel.offload", [](B& b) -> Offload& { return b.plan.parallel.offload; }),
+        enum_key<B, PpSchedule>("parallel.pp_schedule", [](B& b) -> PpSchedule& { return b.plan.parallel.pp_schedule; }),
         enum_key<B, GradAccumulation>("parallel.grad_accumulation",
                                       [](B& b) -> GradAccumulation& { return b.plan.parallel.grad_accumulation; }),
         enum_key<B, OptimizerState>("parallel.optimizer_state",

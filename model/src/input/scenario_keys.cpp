@@ -97,6 +97,13 @@ std::vector<KeySpec> make_table() {
         key("parallel.tp", "int", "", "1", "Tensor-parallel degree"),
         key("parallel.pp", "int", "", "1", "Pipeline-parallel degree (stages)"),
         key("parallel.vp", "int", "", "1", "Virtual pipeline chunks per stage (interleaved 1F1B when > 1)"),
+        one_of("parallel.pp_schedule", spellings<PpSchedule>(6), "auto",
+               "The pipeline schedule: auto (1f1b when vp is 1, interleaved when vp > 1); 1f1b; interleaved "
+               "(Megatron's interleaved 1F1B, vp > 1); zb-h1 (Zero Bubble H1, Qi et al. ICLR 2024: the backward split "
+               "into input- and weight-gradient passes, the weight gradients delayed into the cool-down, 1F1B's "
+               "memory; vp 1); zb-v (Zero Bubble V: vp 2 chunks in a V, both the embedding and the loss on stage 0); "
+               "dualpipe-v (DeepSeek's DualPipeV, deepseek-ai/DualPipe: vp 2 chunks in a V, a forward and a backward "
+               "chunk issued together, at least 2 x pp micro-batches); docs/model.md \"Pipeline schedules\""),
         key("parallel.cp", "int", "", "1", "Context-parallel degree (ring attention over the sequence)"),
         key("parallel.dp", "int|auto", "", "auto", "Data-parallel degree; `auto` = GPUs / (tp*pp*cp)"),
         key("parallel.sequence_parallel", "bool", "", "false",

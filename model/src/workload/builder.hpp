@@ -5,8 +5,8 @@
 //                      with its TP collectives;
 //   sharding.cpp       data-parallel and sharding traffic: ZeRO / FSDP gathers, gradient
 //                      reductions in buckets, list-API collectives;
-//   stage_program.cpp  a stage's program along its pipeline schedule (1F1B, interleaved), its
-//                      pipeline transfers, the optimizer.
+//   stage_program.cpp  a stage's program along its pipeline schedule (1F1B, interleaved, ZB-H1,
+//                      ZB-V, DualPipeV), its pipeline transfers, the optimizer.
 // Shapes follow Megatron-Core / Transformer Engine (docs/model.md): tokens per rank
 // T = micro_batch * seq_len / cp; with sequence parallelism norms, residuals and dropout-free
 // elementwise ops work on T / tp tokens; column-parallel GEMMs see all T tokens.
@@ -176,7 +176,9 @@ private:
 
     // Returns the index of the op that completes this layer's weight gradients.
     // `layer`: the layer's index within its model chunk (block recompute covers the first ones).
-    std::uint32_t layer_backward(StageState& st, int mb, int chunk, int layer, std::uint32_t gather_dep);
+    std::uint32_t layer_backward(StageState& st, int mb, int chunk, int layer, std::uint32_t gather_dep,
+                                 bool split = false);
+    std::uint32_t layer_weight_grad(StageState& st, int mb, int chunk);
 
     [[nodiscard]] bool alternate_matmuls() const;
     // torchtitan's op-level selective checkpointing replays the layer's forward at the start of
@@ -280,6 +282,7 @@ private:
     std::uint32_t last_compute_ = kNone;
     std::uint32_t prev_compute_ = kNone;
     int current_bwd_count_ = 0;
+    PipelinePass current_pass_ = PipelinePass::forward;  // the schedule item being emitted
     std::vector<DeferredGrad> deferred_grad_protos_;
     std::map<std::tuple<std::string, CollectiveOp, Group, double>, ProtoId> collective_cache_;
 };

@@ -27,6 +27,7 @@ std::uint32_t Builder::emit(StageState& st, ProtoId proto, Stream stream, Catego
     op.category = cat;
     op.microbatch = static_cast<std::uint16_t>(mb);
     op.chunk = static_cast<std::uint16_t>(chunk);
+    op.pass = current_pass_;
     op.dep_begin = dep_begin;
     op.dep_count = static_cast<std::uint32_t>(deps.size()) - dep_begin;
     return static_cast<std::uint32_t>(st.prog.ops.size() - 1);
@@ -128,9 +129,11 @@ void Builder::layer_forward(StageState& st, int mb, int chunk, Category cat, std
     compute_tracked(st, L.residual, cat, mb, chunk);
 }
 
-// Returns the index of the op that completes this layer's weight gradients.
+// Returns the index of the op that completes this layer's weight gradients (with `split`, the
+// input-gradient pass B only: the wgrad GEMMs wait for layer_weight_grad, the W pass).
 // `layer`: the layer's index within its model chunk (block recompute covers the first ones).
-std::uint32_t Builder::layer_backward(StageState& st, int mb, int chunk, int layer, std::uint32_t gather_dep) {
+std::uint32_t Builder::layer_backward(StageState& st, int mb, int chunk, int layer, std::uint32_t gather_dep,
+                                      bool split) {
     const auto& L = lp_;
     const auto cat = Category::backward;
     const bool recompute = layer < full_recompute_layers_;
@@ -160,22 +163,22 @@ std::uint32_t Builder::layer_backward(StageState& st, int mb, int chunk, int lay
     tp_collective(st, L.mlp_comm.bwd_gather, mb, chunk, Side::before_gemm);
     fetch_module(st, 3, mb, chunk);
     compute_tracked(st, L.fc2_dgrad, cat, mb, chunk);
-    compute_tracked(st, L.fc2_wgrad, cat, mb, chunk);
+    if (!split) compute_tracked(st, L.fc2_wgrad, cat, mb, chunk);
     compute_tracked(st, L.act_bwd, cat, mb, chunk);
     std::uint32_t regather = kNone;
-    if (L.sp_input_regather)
+    if (L.sp_input_regather && !split)
         regather = emit(st, L.sp_input_regather, Stream::tp_comm, Category::tp_comm, mb, chunk, {last_compute_});
     fetch_module(st, 2, mb, chunk);
     compute_tracked(st, L.fc1_dgrad, cat, mb, chunk);
     if (regather != kNone) st.pending.push_back(regather);
-    compute_tracked(st, L.fc1_wgrad, cat, mb, chunk);
+    if (!split) compute_tracked(st, L.fc1_wgrad, cat, mb, chunk);
     tp_collective(st, L.mlp_comm.bwd_reduce, mb, chunk, Side::after_gemm);
     compute_tracked(st, L.ln2_bwd, cat, mb, chunk);
     // attention block
     tp_collective(st, L.attn_comm.bwd_gather, mb, chunk, Side::before_gemm);
     fetch_module(st, 1, mb, chunk);
     compute_tracked(st, L.out_dgrad, cat, mb, chunk);
-    compute_tracked(st, L.out_wgrad, cat, mb, chunk);
+    if (!split) compute_tracked(st, L.out_wgrad, cat, mb, chunk);
     if (p_.recompute == Recompute::selective && p_.selective_recompute == SelectiveRecompute::attention)
         attention_forward(st, Category::recompute, mb, chunk);
     std::uint32_t kv = kNone, dkv = kNone;
@@ -189,15 +192,35 @@ std::uint32_t Builder::layer_backward(StageState& st, int mb, int chunk, int lay
     if (L.cp_dkv_reduce) dkv = emit(st, L.cp_dkv_reduce, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
     compute_tracked(st, L.rope_bwd, cat, mb, chunk);
     if (dkv != kNone) st.pending.push_back(dkv);
-    if (L.sp_input_regather)
+    if (L.sp_input_regather && !split)
         regather = emit(st, L.sp_input_regather, Stream::tp_comm, Category::tp_comm, mb, chunk, {last_compute_});
     fetch_module(st, 0, mb, chunk);
-    compute_tracked(st, L.qkv_dgrad, cat, mb, chunk);
+    const auto dgrad_done = compute_tracked(st, L.qkv_dgrad, cat, mb, chunk);
     if (regather != kNone && L.sp_input_regather) st.pending.push_back(regather);
-    const auto wgrad_done = compute_tracked(st, L.qkv_wgrad, cat, mb, chunk);
+    const auto wgrad_done = split ? dgrad_done : compute_tracked(st, L.qkv_wgrad, cat, mb, chunk);
     tp_collective(st, L.attn_comm.bwd_reduce, mb, chunk, Side::after_gemm);
     compute_tracked(st, L.ln1_bwd, cat, mb, chunk);
     return std::max(wgrad_done, last_compute_);
+}
+
+// The W pass of a split backward: the layer's four weight-gradient GEMMs, in the order the
+// backward would have run them (the Zero Bubble repository's WeightGradStore queues each linear
+// layer's wgrad closure in backward order and runs the queue; DualPipe's WeightGradStore.pop
+// likewise). Under sequence parallelism the column-parallel GEMMs (fc1, qkv) read their input
+// all-gathered again, as in the unsplit backward. Returns the last GEMM.
+std::uint32_t Builder::layer_weight_grad(StageState& st, int mb, int chunk) {
+    const auto& L = lp_;
+    const auto cat = Category::backward;
+    compute_tracked(st, L.fc2_wgrad, cat, mb, chunk);
+    auto regathered = [&](ProtoId gemm) {
+        if (L.sp_input_regather)
+            st.pending.push_back(emit(st, L.sp_input_regather, Stream::tp_comm, Category::tp_comm, mb, chunk,
+                                      {last_compute_}));
+        return compute_tracked(st, gemm, cat, mb, chunk);
+    };
+    regathered(L.fc1_wgrad);
+    compute_tracked(st, L.out_wgrad, cat, mb, chunk);
+    return regathered(L.qkv_wgrad);
 }
 
 bool Builder::alternate_matmuls() const {

@@ -13,11 +13,14 @@ StageProgram Builder::build_stage(int stage) {
     StageState st;
     const int pp = p_.pp, vp = p_.vp, mbs = g_.microbatches;
     const int dp_group = p_.dp * p_.cp;
-    const bool first_stage = stage == 0;
-    const bool last_stage = stage == pp - 1;
-    const bool has_head = last_stage;
-    const bool has_embed = first_stage;
-    const auto schedule = pipeline_schedule(stage, pp, vp, mbs);
+    // The schedule places the chunks: along the stages (1F1B, interleaved) or in a V (ZB-V,
+    // DualPipeV: chunk 1 of stage s is virtual stage 2 pp - 1 - s, so stage 0 holds the first and
+    // the last, the embedding and the loss).
+    const PpSchedule sched = effective_schedule(p_.pp_schedule, vp);
+    const auto schedule = pipeline_schedule(sched, stage, pp, vp, mbs);
+    const int nvs = pp * vp;
+    const bool has_head = stage_chunk(sched, pp, vp, nvs - 1).stage == stage;
+    const bool has_embed = stage == 0;
     deferred_.clear();
     last_compute_ = kNone;
     prev_compute_ = kNone;
@@ -29,10 +32,10 @@ StageProgram Builder::build_stage(int stage) {
     // Units per chunk in backward order: [head], layers last..first, [embedding].
     std::vector<std::vector<int>> chunk_units(static_cast<std::size_t>(vp));
     for (int c = 0; c < vp; ++c) {
-        const int vs = c * pp + stage;
+        const int vs = virtual_stage(sched, pp, vp, stage, c);
         auto& u = chunk_units[static_cast<std::size_t>(c)];
         if (vs == pp * vp - 1 && has_head) u.push_back(kHeadUnit);
-        for (int l = chunk_layers(m_.layers, pp, vp, stage, c) - 1; l >= 0; --l) u.push_back(l);
+        for (int l = chunk_layers(m_.layers, pp, vp, stage, c, sched) - 1; l >= 0; --l) u.push_back(l);
         if (vs == 0 && has_embed) u.push_back(kEmbedUnit);
     }
     double local_params = 0, layer_params = 0; // layer_params: the FP8 GEMMs' weights
@@ -214,25 +217,118 @@ StageProgram Builder::build_stage(int stage) {
             }
         }
     }
-    const int nvs = pp * vp;
     auto tag = [&](bool fwd, int chunk_dst, int mb) {
         return static_cast<std::uint32_t>(((fwd ? 0 : 1) * vp + chunk_dst) * mbs + mb);
     };
+    // DualPipeV waits for its sends with its receives before the next compute
+    // (DualPipeV._commit_and_wait_comm), whatever the stack's P2P overlap.
+    const bool dualpipe = sched == PpSchedule::dualpipe_v;
+    // The receive an item's input arrives by, posted once: before the item, or earlier where
+    // DualPipeV's compute waits for a later item's input too (waits_input_of). None for the
+    // first chunk's forward, the last chunk's first backward and the V's turn on the last stage
+    // (the other chunk's output, on this stage).
+    std::vector<bool> posted(schedule.size(), false);
+    // The stream of a transfer: Megatron's one per pass (activations, gradients), which for the
+    // 1F1B family is one per direction. In a V the second chunk's activations travel down and its
+    // gradients up: its transfers take the stream of their direction of travel, so that each
+    // stream pair carries the messages of one ordered pair of stages (with one FIFO per pass, a
+    // stage's chunk-1 receive from s + 1 would wait behind a chunk-0 send to it, and deadlock).
+    const bool v_transfers = v_shape(sched);
+    auto upward_of = [&](bool fwd, int from, int to) { return v_transfers ? from < to : fwd; };
+    // Where the item's input comes from: none (-1) for the first chunk's forward, the last
+    // chunk's first backward and the V's turn on the last stage (the other chunk's output).
+    auto source = [&](const ScheduleItem& it) -> int {
+        if (it.pass == PipelinePass::weight_grad) return -1;
+        const int vs = virtual_stage(sched, pp, vp, stage, it.chunk);
+        if (it.forward ? vs == 0 : vs == nvs - 1) return -1;
+        const int src = stage_chunk(sched, pp, vp, it.forward ? vs - 1 : vs + 1).stage;
+        return src == stage ? -1 : src;
+    };
+    std::vector<std::uint32_t> recv_id(schedule.size(), kNone);
+    auto emit_recv = [&](std::size_t i, int src) {
+        const auto& it = schedule[i];
+        const bool fwd = it.forward;
+        const auto stream = upward_of(fwd, src, stage) ? Stream::pp_recv_fwd : Stream::pp_recv_bwd;
+        const auto id = emit(st, fwd ? recv_act : recv_grad, stream, Category::pp_comm, it.microbatch, it.chunk);
+        Op& r = st.prog.ops[id];
+        r.peer_stage = src;
+        r.tag = tag(fwd, it.chunk, it.microbatch);
+        posted[i] = true;
+        recv_id[i] = id;
+    };
+    // In a V each receive stream carries one neighbour's messages, which that neighbour sends in
+    // its program order; the receives are posted in the same order (earlier than needed where the
+    // neighbour sends ahead, as a pre-posted irecv), so that no receive waits behind one whose
+    // message is sent later (the Zero Bubble runtime and DualPipe batch their receives likewise).
+    std::map<int, std::vector<std::size_t>> sent_order;  // neighbour -> my items, in its send order
+    std::map<int, std::size_t> sent_next;
+    if (v_transfers) {
+        std::map<std::tuple<bool, int, int>, std::size_t> mine;  // (activation, chunk, mb) -> my item
+        for (std::size_t i = 0; i < schedule.size(); ++i)
+            if (schedule[i].pass != PipelinePass::weight_grad)
+                mine[{schedule[i].forward, schedule[i].chunk, schedule[i].microbatch}] = i;
+        for (int peer : {stage - 1, stage + 1}) {
+            if (peer < 0 || peer >= pp) continue;
+            for (const auto& it : pipeline_schedule(sched, peer, pp, vp, mbs)) {
+                if (it.pass == PipelinePass::weight_grad) continue;
+                const int vs = virtual_stage(sched, pp, vp, peer, it.chunk);
+                if (it.forward ? vs == nvs - 1 : vs == 0) continue;
+                const auto dst = stage_chunk(sched, pp, vp, it.forward ? vs + 1 : vs - 1);
+                if (dst.stage != stage) continue;
+                sent_order[peer].push_back(mine.at({it.forward, dst.chunk, it.microbatch}));
+            }
+        }
+    }
+    // Posts item i's receive (and, in a V, those its neighbour sends before it) and makes the
+    // next op wait for it.
+    auto post_recv = [&](std::size_t i) {
+        const int src = source(schedule[i]);
+        if (src < 0) return;
+        if (!posted[i]) {
+            if (v_transfers) {
+                auto& order = sent_order[src];
+                auto& next = sent_next[src];
+                while (!posted[i] && next < order.size()) {
+                    const std::size_t j = order[next++];
+                    if (!posted[j]) emit_recv(j, src);
+                }
+            }
+            if (!posted[i]) emit_recv(i, src);
+        }
+        if (recv_id[i] == kNone) return;
+        st.pending.push_back(recv_id[i]);
+        recv_id[i] = kNone;  // waited once
+        const auto& it = schedule[i];
+        if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, it.microbatch, it.chunk);
+    };
+    auto send_output = [&](const ScheduleItem& it) {
+        const bool fwd = it.forward;
+        const int vs = virtual_stage(sched, pp, vp, stage, it.chunk);
+        if (fwd ? vs == nvs - 1 : vs == 0) return;
+        const auto dst = stage_chunk(sched, pp, vp, fwd ? vs + 1 : vs - 1);
+        if (dst.stage == stage) return;
+        const auto stream = upward_of(fwd, stage, dst.stage) ? Stream::pp_send_fwd : Stream::pp_send_bwd;
+        const auto id = emit(st, fwd ? send_act : send_grad, stream, Category::pp_comm, it.microbatch, it.chunk,
+                             {last_compute_});
+        Op& s = st.prog.ops[id];
+        s.peer_stage = dst.stage;
+        s.tag = tag(fwd, dst.chunk, it.microbatch);
+        if (dualpipe) st.blocking_sends.push_back(id);
+        else blocking_p2p(st);
+    };
+    // Per chunk: backward (or B) passes run, and W passes run (the layers' gradients complete).
+    std::vector<int> w_count(static_cast<std::size_t>(vp), 0);
+    const ScheduleItem* paired_send = nullptr;  // DualPipeV F&B: the forward's output goes after the pair
 
-    for (const auto& it : schedule) {
-        const int vs = it.chunk * pp + stage;
+    for (std::size_t i = 0; i < schedule.size(); ++i) {
+        const auto& it = schedule[i];
         const int mb = it.microbatch;
         const int c = it.chunk;
         const auto& units = chunk_units[static_cast<std::size_t>(c)];
-        if (it.forward) {
-            if (vs > 0) {
-                const int src = (vs - 1) % pp;
-                Op& r = st.prog.ops[emit(st, recv_act, Stream::pp_recv_fwd, Category::pp_comm, mb, c)];
-                r.peer_stage = src;
-                r.tag = tag(true, c, mb);
-                st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
-                if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, mb, c);
-            }
+        current_pass_ = it.pass;
+        post_recv(i);
+        if (it.waits_input_of >= 0) post_recv(static_cast<std::size_t>(it.waits_input_of));
+        if (it.pass == PipelinePass::forward) {
             if (timer_sync != 0) host_wait(st, timer_sync, Category::forward, mb, c);
             if (batch_load != 0) host_wait(st, batch_load, Category::forward, mb, c);
             // forward order = reverse of backward-order units
@@ -268,23 +364,22 @@ StageProgram Builder::build_stage(int stage) {
                 prev_done = last_compute_;
             }
             if (timer_sync != 0 && both_sides) host_wait(st, timer_sync, Category::forward, mb, c);
-            if (vs < nvs - 1) {
-                const int dst = (vs + 1) % pp;
-                const int dst_chunk = (vs + 1) / pp;
-                Op& s = st.prog.ops[emit(st, send_act, Stream::pp_send_fwd, Category::pp_comm, mb, c, {last_compute_})];
-                s.peer_stage = dst;
-                s.tag = tag(true, dst_chunk, mb);
-                blocking_p2p(st);
+        } else if (it.pass == PipelinePass::weight_grad) {
+            // The W pass: the layers' weight-gradient GEMMs of an earlier B pass of (mb, chunk);
+            // the layers' gradients are complete after it (accumulation, DP reduction).
+            current_bwd_count_ = ++w_count[static_cast<std::size_t>(c)];
+            for (int unit : units) {
+                if (unit < 0) continue;
+                std::uint32_t done = layer_weight_grad(st, mb, c);
+                flush_deferred(st);
+                done = std::max(done, last_compute_);
+                if (const auto acc = unit_accum.find(0);
+                    acc != unit_accum.end() && (accum.first_microbatch || current_bwd_count_ > 1))
+                    done = compute_tracked(st, acc->second, Category::backward, mb, c);
+                grads_done(st, unit, mb, c, done, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
             }
         } else {
-            if (vs < nvs - 1) {
-                const int src = (vs + 1) % pp;
-                Op& r = st.prog.ops[emit(st, recv_grad, Stream::pp_recv_bwd, Category::pp_comm, mb, c)];
-                r.peer_stage = src;
-                r.tag = tag(false, c, mb);
-                st.pending.push_back(static_cast<std::uint32_t>(st.prog.ops.size() - 1));
-                if (p2p_gather != 0) last_compute_ = compute(st, p2p_gather, Category::pp_comm, mb, c);
-            }
+            const bool split = it.pass == PipelinePass::input_grad;
             if (timer_sync != 0 && both_sides) host_wait(st, timer_sync, Category::backward, mb, c);
             ++bwd_count[static_cast<std::size_t>(c)];
             current_bwd_count_ = bwd_count[static_cast<std::size_t>(c)];
@@ -292,6 +387,8 @@ StageProgram Builder::build_stage(int stage) {
             // With the BF16_Optimizer's loop the gradients are complete only after it: the units'
             // reductions wait for it.
             const ProtoId chunk_pass = chunk_accum[static_cast<std::size_t>(c)];
+            if (split && chunk_pass != 0)
+                throw std::logic_error("a split backward with an after-backward accumulation pass (check_layout)");
             std::vector<int> awaiting_pass;
             for (int unit : units) {
                 std::uint32_t gdep = kNone;
@@ -309,17 +406,20 @@ StageProgram Builder::build_stage(int stage) {
                     tp_collective(st, hp_.embed_comm_bwd, mb, c, Side::before_gemm);
                     done = compute_tracked(st, hp_.embed_bwd, Category::backward, mb, c);
                 } else {
-                    done = layer_backward(st, mb, c, unit, gdep);
+                    done = layer_backward(st, mb, c, unit, gdep, split);
                 }
                 flush_deferred(st);
-                done = std::max(done, last_compute_);
-                if (const auto acc = unit_accum.find(std::min(unit, 0));
-                    acc != unit_accum.end() && (accum.first_microbatch || current_bwd_count_ > 1))
-                    done = compute_tracked(st, acc->second, Category::backward, mb, c);
-                if (chunk_pass != 0)
-                    awaiting_pass.push_back(unit);
-                else
-                    grads_done(st, unit, mb, c, done, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
+                // A split backward's layers complete their gradients in their W pass.
+                if (!split || unit < 0) {
+                    done = std::max(done, last_compute_);
+                    if (const auto acc = unit_accum.find(std::min(unit, 0));
+                        acc != unit_accum.end() && (accum.first_microbatch || current_bwd_count_ > 1))
+                        done = compute_tracked(st, acc->second, Category::backward, mb, c);
+                    if (chunk_pass != 0)
+                        awaiting_pass.push_back(unit);
+                    else
+                        grads_done(st, unit, mb, c, done, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
+                }
                 prev2_done = prev_done;
                 prev_done = last_compute_;
             }
@@ -329,16 +429,19 @@ StageProgram Builder::build_stage(int stage) {
                     grads_done(st, unit, mb, c, pass, buckets, remaining_units_in_bucket, dp_reduce_ops, bucket_of);
             }
             if (timer_sync != 0 && both_sides) host_wait(st, timer_sync, Category::backward, mb, c);
-            if (vs > 0) {
-                const int dst = (vs - 1) % pp;
-                const int dst_chunk = (vs - 1) / pp;
-                Op& s = st.prog.ops[emit(st, send_grad, Stream::pp_send_bwd, Category::pp_comm, mb, c, {last_compute_})];
-                s.peer_stage = dst;
-                s.tag = tag(false, dst_chunk, mb);
-                blocking_p2p(st);
-            }
         }
+        if (it.pass == PipelinePass::weight_grad) continue;
+        if (it.paired) {
+            paired_send = &it;
+            continue;
+        }
+        if (paired_send != nullptr) {
+            send_output(*paired_send);
+            paired_send = nullptr;
+        }
+        send_output(it);
     }
+    current_pass_ = PipelinePass::forward;
 
     // Non-overlapped gradient sync: every bucket after the last backward op.
     for (const auto& d : deferred_grad_protos_) {

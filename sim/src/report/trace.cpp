@@ -1,6 +1,7 @@
 #include "trainsim/sim/report/trace.hpp"
 
 #include "trainsim/model/accounting/layout.hpp"
+#include "trainsim/model/accounting/pipeline_schedule.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,18 @@ ordered_json op_args(const model::OpProto& p, const model::Op& op, bool chunks) 
     a["kind"] = model::to_string(p.kind);
     a["microbatch"] = op.microbatch;
     if (chunks) a["chunk"] = op.chunk; // virtual pipeline chunk, only with vp > 1
+    // The schedule pass of a compute op: F (forward, and a backward's recompute), B (a full
+    // backward, or a split backward's input-gradient pass), W (a split backward's weight-gradient
+    // pass), so that a stage's F / B / W order can be read off the trace.
+    if (op.category == model::Category::forward || op.category == model::Category::backward ||
+        op.category == model::Category::recompute) {
+        switch (op.pass) {
+            case model::PipelinePass::forward: a["pass"] = "F"; break;
+            case model::PipelinePass::backward:
+            case model::PipelinePass::input_grad: a["pass"] = "B"; break;
+            case model::PipelinePass::weight_grad: a["pass"] = "W"; break;
+        }
+    }
     switch (p.kind) {
         case model::OpKind::gemm:
             a["m"] = p.m;
@@ -90,6 +103,26 @@ void write_chrome_trace(std::ostream& os, const model::Plan& plan, const model::
                        {"dp", q.dp},
                        {"micro_batch", plan.training.micro_batch},
                        {"grad_accum", plan.grad_accum()}};
+    // The pipeline schedule and each stage's order of passes: F / B / W, micro-batch, and the
+    // chunk after a dot when there are several ("F3 B0 W0", "F3.1").
+    const auto schedule = model::effective_schedule(q.pp_schedule, q.vp);
+    other["pp_schedule"] = model::to_string(schedule);
+    if (q.pp > 1) {
+        ordered_json orders = ordered_json::array();
+        for (int s = 0; s < q.pp; ++s) {
+            std::string order;
+            for (const auto& it : model::pipeline_schedule(schedule, s, q.pp, q.vp, plan.grad_accum())) {
+                const char pass = it.pass == model::PipelinePass::forward       ? 'F'
+                                  : it.pass == model::PipelinePass::weight_grad ? 'W'
+                                                                                : 'B';
+                if (!order.empty()) order += ' ';
+                order += q.vp > 1 ? fmt::format("{}{}.{}", pass, it.microbatch, it.chunk)
+                                  : fmt::format("{}{}", pass, it.microbatch);
+            }
+            orders.push_back(order);
+        }
+        other["pipeline_order"] = orders;
+    }
     other["step_time_s"] = step.step_time.seconds();
     other["critical_stage"] = step.critical_stage;
     other["simulated_ranks"] = step.simulated_ranks;

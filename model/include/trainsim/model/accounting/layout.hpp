@@ -36,6 +36,8 @@ inline constexpr int kMaxMicrobatchesPerStep = 16384;
 // give one up. Llama 3.1 405B (126 layers) on pp 8: 15, 16 x 6, 15; on pp 8 x vp 8: 1, 2 x 62, 1.
 // May be 0 or less when there are too few layers (check_layout reports it).
 [[nodiscard]] int chunk_layers(int layers, int pp, int vp, int stage, int chunk);
+// The same where the schedule places the chunks (a V puts chunk 1 of stage s at 2 pp - 1 - s).
+[[nodiscard]] int chunk_layers(int layers, int pp, int vp, int stage, int chunk, PpSchedule schedule);
 // The interleaving depths vp that split `layers` over pp*vp chunks evenly, or with the embedding
 // and the loss counted (layers + 2 divisible by pp*vp), without an empty chunk; ascending, 1 first
 // when it qualifies.

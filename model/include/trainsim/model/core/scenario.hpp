@@ -87,6 +87,10 @@ enum class MicrobatchSync { none, forward, forward_backward };
 //                  (update_hp_grads); otherwise PyTorch's autograd accumulation below;
 //   autograd     — PyTorch's AccumulateGrad: from the second micro-batch each parameter's new
 //                  gradient is added into its 16-bit .grad.
+// The pipeline schedule (parallel.pp_schedule; docs/model.md "Pipeline schedules"): automatic is
+// today's rule (1F1B for vp == 1, interleaved 1F1B for vp > 1); zb-h1 and zb-v are the Zero Bubble
+// schedules (Qi et al., ICLR 2024), dualpipe-v DeepSeek's V-shape DualPipe (deepseek-ai/DualPipe).
+enum class PpSchedule { automatic, one_f_one_b, interleaved, zb_h1, zb_v, dualpipe_v };
 enum class GradAccumulation { fused, megatron_ddp, deepspeed, autograd };
 // How ranks are numbered (innermost first), i.e. which groups share a node. The data- and
 // context-parallel ranks form one block (CP inside DP), as in Megatron. Megatron's default is
@@ -121,6 +125,7 @@ struct Parallel {
     int tp = 1;
     int pp = 1;
     int vp = 1;  // virtual pipeline chunks per stage (interleaved 1F1B when > 1)
+    PpSchedule pp_schedule = PpSchedule::automatic;
     int cp = 1;
     int dp = 1;  // derived from the GPU count when the scenario says `auto`
     bool sequence_parallel = false;
@@ -406,5 +411,6 @@ struct Scenario {
 [[nodiscard]] std::string to_string(HostDispatch v);
 [[nodiscard]] std::string to_string(MicrobatchSync v);
 [[nodiscard]] std::string to_string(GradAccumulation v);
+[[nodiscard]] std::string to_string(PpSchedule v);
 
 } // namespace trainsim::model

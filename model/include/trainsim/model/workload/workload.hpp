@@ -90,6 +90,9 @@ struct Op {
     std::uint32_t tag = 0;
     std::uint16_t microbatch = 0;
     std::uint16_t chunk = 0;  // virtual pipeline chunk
+    // The schedule item the op belongs to: forward, backward, or a split backward's B or W pass
+    // (the trace names a stage's passes F / B / W by it).
+    PipelinePass pass = PipelinePass::forward;
 };
 
 struct StageProgram {
