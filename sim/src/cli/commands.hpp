@@ -83,7 +83,7 @@ struct CollectiveArgs {
     int gpus_per_node = 0;   // 0: the profile's node
     int nics_per_node = -1;  // -1: the profile's node
     std::string nic_rate;    // empty: the profile's node
-    std::string intra = "nvswitch";
+    std::string intra;  // empty: the profile's typical node (nvswitch, or nvlink-bridge pairs)
     std::string algo;        // empty: the fastest, as NCCL's tuner picks
     std::string data_dir;
     FabricArgs fabric;
