@@ -470,9 +470,10 @@ TEST_CASE("trainsim collective prints nccl-tests figures as JSON", "[network][cl
     const auto text = run_cli({"trainsim", "collective", "--gpu", "h100-sxm", "--op", "all_reduce", "--gpus", "8",
                                "--size", "4GiB", "--json", "--data-dir", TRAINSIM_TEST_DATA_DIR});
     const auto j = nlohmann::json::parse(text);
-    CHECK(j.size() == 4);
-    for (const char* k : {"time_s", "algbw_gbps", "busbw_gbps", "algorithm"}) CHECK(j.contains(k));
+    CHECK(j.size() == 5);
+    for (const char* k : {"time_s", "algbw_gbps", "busbw_gbps", "algorithm", "intra_node_path"}) CHECK(j.contains(k));
     CHECK(j["algorithm"] == "nvls");
+    CHECK(j["intra_node_path"] == "nvlink");
     // busbw = algbw x 2(n-1)/n (nccl-tests PERFORMANCE.md).
     CHECK(j["busbw_gbps"].get<double>() == Approx(j["algbw_gbps"].get<double>() * 2 * 7 / 8));
     CHECK(j["algbw_gbps"].get<double>() == Approx(4.0 * (1 << 30) / 1e9 / j["time_s"].get<double>()));

@@ -568,6 +568,9 @@ private:
         // The NICs of the GPU's typical node (DGX datasheets) unless the scenario says otherwise.
         if (hw && lookup("cluster.nics_per_node") == nullptr) b_.plan.cluster.nics_per_node = hw->default_nics_per_node;
         if (hw && lookup("cluster.nic_rate") == nullptr) b_.plan.cluster.nic_rate = hw->default_nic_rate;
+        // A GPU whose typical node pairs its cards with NVLink bridges (no NVSwitch exists for it).
+        if (hw && hw->nvlink_bridge_pairs && lookup("cluster.intra_node") == nullptr)
+            b_.plan.cluster.intra = IntraFabric::nvlink_bridge;
         return hw;
     }
 

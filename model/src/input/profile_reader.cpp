@@ -169,6 +169,8 @@ private:
                 p_.*e.bytes_member = *x;
             break;
         case Kind::bandwidth:
+            // "0 GB/s" is how a card without NVLink says so (docs/formats.md): the one bandwidth that
+            // may be zero.
             if (auto x = detail::read_with_unit(n, at, "a bandwidth (e.g. '450 GB/s')", parse_bandwidth, out_);
                 x && ((e.zero_means_none && x->value() == 0) || within(x->value(), kBandwidthBounds, at, n)))
                 p_.*e.bandwidth_member = *x;
@@ -595,6 +597,14 @@ private:
             report(out_, entry_site("interconnect.nvls"),
                    "NVLS runs in the NVSwitches over NVLink; with nvlink_bandwidth \"0 GB/s\" (no NVLink) write nvls: "
                    "false");
+        // Without peer-to-peer the intra-node traffic streams through host DRAM: its rate is needed.
+        if (p_.pcie_p2p_disabled && !seen_.contains("node.host_memory_bandwidth"))
+            report(out_, inside("node", "node.host_memory_bandwidth"),
+                   "required key is missing (interconnect.pcie_p2p_disabled routes GPU-to-GPU traffic through host "
+                   "memory, bounded by its bandwidth)");
+        if (p_.nvlink_bridge_pairs && seen_.contains("interconnect.nvlink_bandwidth") &&
+            p_.nvlink_bandwidth.value() <= 0)
+            report(out_, entry_site("node.nvlink_bridge_pairs"), "NVLink bridge pairs need a positive nvlink_bandwidth");
         power_checks();
         if (seen_.contains("memory.reserved") && seen_.contains("memory.hbm_capacity") &&
             p_.hbm_capacity.value() > 0 && p_.reserved_memory >= p_.hbm_capacity)

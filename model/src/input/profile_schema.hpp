@@ -89,7 +89,7 @@ inline constexpr std::array<std::string_view, 4> kPowerPaths{"power.compute_busy
                                                              "power.node_overhead"};
 
 // In file order.
-inline const std::array<Entry, 42> kEntries{{
+inline const std::array<Entry, 44> kEntries{{
     {.path = "compute.sm_count", .kind = Kind::integer, .required = true, .int_member = &HP::sm_count},
     {.path = "compute.dense_peak", .kind = Kind::peaks, .required = true},
     {.path = "compute.unsupported", .kind = Kind::reasons, .required = false},
@@ -154,6 +154,10 @@ inline const std::array<Entry, 42> kEntries{{
      .kind = Kind::bandwidth,
      .required = true,
      .bandwidth_member = &HP::pcie_bandwidth},
+    {.path = "interconnect.pcie_p2p_disabled",
+     .kind = Kind::boolean,
+     .required = false,
+     .bool_member = &HP::pcie_p2p_disabled},
     {.path = "interconnect.pcie_efficiency",
      .kind = Kind::fraction,
      .required = true,
@@ -184,6 +188,10 @@ inline const std::array<Entry, 42> kEntries{{
      .required = false,
      .double_member = &HP::comm_fit_residual},
     {.path = "node.gpus_per_node", .kind = Kind::integer, .required = true, .int_member = &HP::default_gpus_per_node},
+    {.path = "node.nvlink_bridge_pairs",
+     .kind = Kind::boolean,
+     .required = false,
+     .bool_member = &HP::nvlink_bridge_pairs},
     {.path = "node.nics_per_node",
      .kind = Kind::integer,
      .required = false,

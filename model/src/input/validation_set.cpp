@@ -640,6 +640,8 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         p.cluster.nic_rate = stated.nic_rate ? *stated.nic_rate
                              : entry.nic_rate ? *entry.nic_rate
                                               : p.hardware.default_nic_rate;
+        // The node fabric of the GPU's typical node (NVLink bridge pairs for bridged PCIe cards).
+        if (p.hardware.nvlink_bridge_pairs) p.cluster.intra = IntraFabric::nvlink_bridge;
         // Said per origin, in the order command line, source, profile.
         std::vector<std::string> said;
         for (const auto& from : {std::string(kFromCommandLine), source_at, std::string(kFromProfile)}) {

@@ -66,7 +66,8 @@ int run_cli(int argc, char** argv) {
     coll->add_option("--data-dir", coll_args.data_dir, "folder with hardware/ (default: $TRAINSIM_DATA_DIR or the "
                                                       "shipped scenarios/)");
     add_fabric(coll, coll_args.fabric);
-    coll->add_flag("--json", coll_args.json, "print time_s, algbw_gbps, busbw_gbps, algorithm as JSON");
+    coll->add_flag("--json", coll_args.json,
+                   "print time_s, algbw_gbps, busbw_gbps, algorithm, intra_node_path as JSON");
 
     auto* val = app.add_subcommand("validate", "simulate every row of a published-measurements CSV and report the error");
     std::string val_file, val_data, val_kind;

@@ -83,7 +83,7 @@ struct CollectiveArgs {
     std::optional<int> gpus_per_node;  // absent: the profile's node
     std::optional<int> nics_per_node;  // absent: the profile's node
     std::string nic_rate;    // empty: the profile's node
-    std::string intra = "nvswitch";
+    std::string intra;  // empty: the profile's typical node (nvswitch, or nvlink-bridge pairs)
     std::string algo;        // empty: the fastest, as NCCL's tuner picks
     std::string data_dir;
     FabricArgs fabric;

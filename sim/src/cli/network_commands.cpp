@@ -100,7 +100,9 @@ int run_collective(const CollectiveArgs& a) {
             problem("--nic-rate", e.what());
         }
     }
-    if (a.intra == "nvswitch") cluster.intra = model::IntraFabric::nvswitch;
+    if (a.intra.empty())
+        cluster.intra = hw.nvlink_bridge_pairs ? model::IntraFabric::nvlink_bridge : model::IntraFabric::nvswitch;
+    else if (a.intra == "nvswitch") cluster.intra = model::IntraFabric::nvswitch;
     else if (a.intra == "nvlink-bridge" || a.intra == "nvlink_bridge") cluster.intra = model::IntraFabric::nvlink_bridge;
     else if (a.intra == "pcie") cluster.intra = model::IntraFabric::pcie;
     else
@@ -139,6 +141,24 @@ int run_collective(const CollectiveArgs& a) {
         algorithm = c.algorithm;
         protocol = c.protocol;
     }
+    // How the ring's hops inside a node travel: all on NVLink, over PCIe peer-to-peer, or staged in
+    // host memory (no PCIe peer-to-peer: GeForce; docs/network.md "No peer-to-peer").
+    std::string intra_path = "none";
+    const int local = std::min(a.gpus, cluster.gpus_per_node);
+    if (local >= 2) {
+        bool host = false, nvlink_only = true;
+        std::vector<LinkId> route;
+        for (int i = 0; i < local; ++i) {
+            route.clear();
+            net.topology().route(i, (i + 1) % local, route);
+            for (const auto id : route) {
+                const auto k = net.topology().link(id).kind;
+                host = host || k == LinkKind::host_memory;
+                nvlink_only = nvlink_only && k == LinkKind::nvlink;
+            }
+        }
+        intra_path = host ? "host_memory" : nvlink_only ? "nvlink" : "pcie";
+    }
     // nccl-tests definitions: algbw = buffer bytes / time; busbw = algbw x the op's bus factor.
     const double algbw = bytes.value() / t.seconds();
     const double busbw = algbw * bus_factor(*op, a.gpus);
@@ -148,6 +168,7 @@ int run_collective(const CollectiveArgs& a) {
         j["algbw_gbps"] = algbw / 1e9;
         j["busbw_gbps"] = busbw / 1e9;
         j["algorithm"] = algorithm;
+        j["intra_node_path"] = intra_path;
         std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return kExitOk;
     }
@@ -159,6 +180,9 @@ int run_collective(const CollectiveArgs& a) {
         std::cout << fmt::format("  network    {} NIC{} x {} per node\n", cluster.nics_per_node,
                                  cluster.nics_per_node == 1 ? "" : "s", model::format_bandwidth(cluster.nic_rate));
     std::cout << fmt::format("  algorithm  {}{}\n", algorithm, protocol.empty() ? "" : " / " + protocol);
+    if (intra_path == "host_memory")
+        std::cout << "  path       GPU -> PCIe -> host memory -> PCIe -> GPU inside the node (no PCIe peer-to-peer: "
+                     "NCCL SHM)\n";
     std::cout << fmt::format("  time       {}\n", model::format_time(t));
     std::cout << fmt::format("  algbw      {:.1f} GB/s\n", algbw / 1e9);
     std::cout << fmt::format("  busbw      {:.1f} GB/s\n", busbw / 1e9);

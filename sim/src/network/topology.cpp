@@ -28,6 +28,12 @@ constexpr double kSocketInterconnectBw = 22e9;
 // usually built the same way (2 cards per PEX switch, 2 switches per socket).
 constexpr int kGpusPerPcieSwitch = 2;
 
+// Fraction of a socket's DRAM peak that streaming copies reach: STREAM (McCalpin) copy / triad on
+// dual-socket servers runs at ~75-85% of the DDR peak (e.g. AMD's EPYC 7003 and Intel's Xeon
+// STREAM results in their tuning guides). Estimated, applied to NCCL SHM's staging copies, which
+// stream the same way (one write and one read of each byte).
+constexpr double kHostMemoryStreamEfficiency = 0.8;
+
 struct EdgeProp {
     LinkId id = 0;
 };
@@ -46,6 +52,7 @@ std::string to_string(DeviceKind k) {
     case DeviceKind::nic: return "nic";
     case DeviceKind::leaf: return "leaf";
     case DeviceKind::spine: return "spine";
+    case DeviceKind::host_memory: return "host_memory";
     }
     return "?";
 }
@@ -56,6 +63,7 @@ std::string to_string(LinkKind k) {
     case LinkKind::pcie: return "pcie";
     case LinkKind::cpu_interconnect: return "cpu_interconnect";
     case LinkKind::network: return "network";
+    case LinkKind::host_memory: return "host_memory";
     }
     return "?";
 }
@@ -76,10 +84,16 @@ namespace {
 struct NodeBuilder {
     const model::HardwareProfile& hw;
     int gpn, nics, switches, sockets;
-    bool nvswitch, bridges;
+    bool nvswitch, bridges, via_host;
     std::vector<int> gpu_of_nic;
 
-    [[nodiscard]] int vertices_per_node() const { return gpn + (nvswitch ? 1 : 0) + switches + sockets + nics; }
+    [[nodiscard]] int vertices_per_node() const {
+        return gpn + (nvswitch ? 1 : 0) + switches + sockets + (via_host ? sockets : 0) + nics;
+    }
+    // Template vertex of socket s's CPU (the NICs stay the last vertices of a node).
+    [[nodiscard]] VertexId cpu_vertex(int s) const {
+        return static_cast<VertexId>(gpn + (nvswitch ? 1 : 0) + switches + s);
+    }
 
     static VertexId add_vertex(Graph& g, DeviceKind kind, int node, int index) {
         Device d;
@@ -119,6 +133,17 @@ struct NodeBuilder {
         l.latency = hw.intra_node_latency;
         return l;
     }
+    // One socket's DRAM (all of it, shared by reads and writes): the node's host memory bandwidth
+    // split over its sockets, at the fraction streaming copies reach.
+    [[nodiscard]] Link host_memory() const {
+        Link l;
+        l.kind = LinkKind::host_memory;
+        l.latency_class = LatencyClass::pci;
+        l.rate = Bandwidth(hw.host_memory_bandwidth.value() / sockets);
+        l.capacity = l.rate * kHostMemoryStreamEfficiency;
+        l.latency = hw.intra_node_latency;
+        return l;
+    }
     [[nodiscard]] Link socket_link() const {
         Link l;
         l.kind = LinkKind::cpu_interconnect;
@@ -138,6 +163,9 @@ struct NodeBuilder {
         for (int i = 0; i < switches; ++i)
             sw[static_cast<std::size_t>(i)] = add_vertex(g, DeviceKind::pcie_switch, node, i);
         for (int i = 0; i < sockets; ++i) cpu[static_cast<std::size_t>(i)] = add_vertex(g, DeviceKind::cpu, node, i);
+        std::vector<VertexId> mem;
+        if (via_host)
+            for (int i = 0; i < sockets; ++i) mem.push_back(add_vertex(g, DeviceKind::host_memory, node, i));
         for (int i = 0; i < nics; ++i) nic[static_cast<std::size_t>(i)] = add_vertex(g, DeviceKind::nic, node, i);
 
         if (nvswitch) {
@@ -158,6 +186,9 @@ struct NodeBuilder {
             add_duplex(g, links, sw[static_cast<std::size_t>(s)], cpu[static_cast<std::size_t>(s * sockets / switches)],
                        pcie());
         if (sockets == 2) add_duplex(g, links, cpu[0], cpu[1], socket_link());
+        // Only the socket -> DRAM direction carries traffic (twice per staged byte); the pair keeps
+        // the links full duplex like every other.
+        for (std::size_t i = 0; i < mem.size(); ++i) add_duplex(g, links, cpu[i], mem[i], host_memory());
     }
 };
 
@@ -236,6 +267,7 @@ void Topology::build(const model::HardwareProfile& hw, const model::Cluster& clu
     const bool nvlink = hw.nvlink_bandwidth.value() > 0;
     nvswitch_ = nvlink && cluster.intra == model::IntraFabric::nvswitch;
     bridges_ = nvlink && cluster.intra == model::IntraFabric::nvlink_bridge && gpn_ >= 2;
+    via_host_ = hw.pcie_p2p_disabled;
     switches_ = (gpn_ + kGpusPerPcieSwitch - 1) / kGpusPerPcieSwitch;
     sockets_ = switches_ >= 2 ? 2 : 1;
     sus_ = (nodes_ + opt_.nodes_per_leaf - 1) / opt_.nodes_per_leaf;
@@ -257,7 +289,14 @@ void Topology::build(const model::HardwareProfile& hw, const model::Cluster& clu
         }
     }
 
-    const NodeBuilder nb{hw, gpn_, nics_, switches_, sockets_, nvswitch_, bridges_, gpu_of_nic_};
+    if (via_host_ && hw.host_memory_bandwidth.value() <= 0) {
+        model::Diagnostic d;
+        d.file = hw.source_file.empty() ? std::string("cluster") : hw.source_file;
+        d.key = "node.host_memory_bandwidth";
+        d.message = "must be positive: without PCIe peer-to-peer, GPU traffic is staged in host memory";
+        throw NetworkError({d});
+    }
+    const NodeBuilder nb{hw, gpn_, nics_, switches_, sockets_, nvswitch_, bridges_, via_host_, gpu_of_nic_};
     verts_per_node_ = static_cast<std::size_t>(nb.vertices_per_node());
 
     // One node alone: the routing template.
@@ -315,25 +354,49 @@ void Topology::build(const model::HardwareProfile& hw, const model::Cluster& clu
     gpu_nic_.assign(ugpn, std::vector<std::vector<std::uint32_t>>(unics));
     nic_gpu_.assign(unics, std::vector<std::vector<std::uint32_t>>(ugpn));
     send_nic_.assign(ugpn, std::vector<int>(unics, 0));
-    for (int a = 0; a < gpn_; ++a)
-        for (int b = 0; b < gpn_; ++b)
-            if (a != b) gpu_gpu_[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] =
-                            node_path(tg, tmpl_links, gv(a), gv(b));
     auto all_nvlink = [&](const std::vector<std::uint32_t>& p) {
         return !p.empty() && std::all_of(p.begin(), p.end(), [&](std::uint32_t id) {
             return tmpl_links[id].kind == LinkKind::nvlink;
         });
     };
+    // No PCIe peer-to-peer (GeForce): a transfer is staged in the DRAM of socket `s` (NCCL SHM
+    // allocates its buffer on the receiver's side): up to that socket, its DRAM link twice (the
+    // sender writes, the receiver reads), then down to the receiver.
+    auto socket_of_gpu = [&](int local) { return (local / kGpusPerPcieSwitch) * sockets_ / switches_; };
+    auto via_host = [&](VertexId from, VertexId to, int s) {
+        std::uint32_t dram = 0;
+        for (std::uint32_t id = 0; id < tmpl_links.size(); ++id)
+            if (tmpl_links[id].kind == LinkKind::host_memory && tmpl_links[id].from == nb.cpu_vertex(s)) dram = id;
+        auto p = node_path(tg, tmpl_links, from, nb.cpu_vertex(s));
+        p.push_back(dram);
+        p.push_back(dram);
+        const auto rest = node_path(tg, tmpl_links, nb.cpu_vertex(s), to);
+        p.insert(p.end(), rest.begin(), rest.end());
+        return p;
+    };
+    for (int a = 0; a < gpn_; ++a)
+        for (int b = 0; b < gpn_; ++b) {
+            if (a == b) continue;
+            auto p = node_path(tg, tmpl_links, gv(a), gv(b));
+            if (via_host_ && !all_nvlink(p)) p = via_host(gv(a), gv(b), socket_of_gpu(b));
+            gpu_gpu_[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] = std::move(p);
+        }
     for (int k = 0; k < nics_; ++k) {
         const int owner = gpu_of_nic_[static_cast<std::size_t>(k)];
         for (int b = 0; b < gpn_; ++b)
-            nic_gpu_[static_cast<std::size_t>(k)][static_cast<std::size_t>(b)] = node_path(tg, tmpl_links, nv(k), gv(b));
+            nic_gpu_[static_cast<std::size_t>(k)][static_cast<std::size_t>(b)] =
+                via_host_ ? via_host(nv(k), gv(b), socket_of_gpu(b)) : node_path(tg, tmpl_links, nv(k), gv(b));
         for (int a = 0; a < gpn_; ++a) {
             auto& route = gpu_nic_[static_cast<std::size_t>(a)][static_cast<std::size_t>(k)];
             const bool local = a / kGpusPerPcieSwitch == owner / kGpusPerPcieSwitch;
             const auto& to_owner = gpu_gpu_[static_cast<std::size_t>(a)][static_cast<std::size_t>(owner)];
             int send = k;
-            if (local) {
+            if (via_host_) {
+                // No GPUDirect RDMA either: the NIC reads the data from a host buffer on its own
+                // socket; no PXN (its NVLink hand-over needs the same peer-to-peer path).
+                route = via_host(gv(a), nv(k), socket_of_gpu(owner));
+                if (!local) send = nics_of_gpu_[static_cast<std::size_t>(a)].front();
+            } else if (local) {
                 route = node_path(tg, tmpl_links, gv(a), nv(k));
             } else if (all_nvlink(to_owner)) {
                 // PXN (NCCL >= 2.12): hand the data over NVLink to the GPU next to the NIC.
@@ -444,6 +507,12 @@ std::string Topology::summary() const {
     } else {
         s += "  no NVLink: GPUs talk over PCIe\n";
     }
+    if (via_host_) {
+        const auto* m = find_kind(LinkKind::host_memory);
+        s += fmt::format("  no PCIe peer-to-peer: GPU traffic off NVLink is staged in host memory (NCCL SHM), "
+                         "each byte written and read in DRAM: {} per socket (reaches {})\n",
+                         bw_text(m->rate), bw_text(m->capacity));
+    }
     const auto* p = find_kind(LinkKind::pcie);
     s += fmt::format("  {} PCIe switch{} ({} GPUs each), {} CPU socket{}; PCIe {} per direction (reaches {})\n",
                      switches_, switches_ == 1 ? "" : "es", kGpusPerPcieSwitch, sockets_, sockets_ == 1 ? "" : "s",
@@ -483,6 +552,7 @@ void Topology::write_dot(std::ostream& os, const std::string& name) const {
         case DeviceKind::nic: return fmt::format("NIC {}", d.index);
         case DeviceKind::leaf: return fmt::format("leaf su{} rail{}", d.index / std::max(1, nics_), d.index % std::max(1, nics_));
         case DeviceKind::spine: return fmt::format("spine x{}", d.count);
+        case DeviceKind::host_memory: return fmt::format("DRAM {}", d.index);
         }
         return std::string("?");
     };

@@ -128,6 +128,9 @@ void write_chrome_trace(std::ostream& os, const model::Plan& plan, const model::
     other["simulated_ranks"] = step.simulated_ranks;
     other["all_ranks"] = step.simulated_ranks == static_cast<std::size_t>(plan.num_gpus());
     other["time_unit"] = "us";
+    // No PCIe peer-to-peer on this GPU (GeForce): collectives between GPUs of a node that are not on
+    // NVLink go GPU -> host memory -> GPU (NCCL SHM; docs/network.md "No peer-to-peer").
+    if (plan.hardware.pcie_p2p_disabled) other["intra_node_path"] = "host_memory";
 
     os << "{\"displayTimeUnit\": \"ms\",\n\"otherData\": " << other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << ",\n\"traceEvents\": [\n";
     bool first = true;

@@ -143,6 +143,12 @@ struct HardwareProfile {
     double nvls_efficiency = 0.0; // busbw / link rate with NVLS all-reduce
     Bandwidth pcie_bandwidth;     // host link per GPU, per direction
     double pcie_efficiency = 0.8;
+    // GeForce cards: the driver refuses peer-to-peer DMA over PCIe (and GPUDirect RDMA), so NCCL
+    // moves every intra-node byte not carried by NVLink through host memory (its SHM transport:
+    // GPU -> PCIe -> host DRAM -> PCIe -> GPU) and stages network traffic in host buffers. The
+    // topology then routes those transfers through the receiving socket's DRAM (needs
+    // host_memory_bandwidth; docs/network.md "No peer-to-peer").
+    bool pcie_p2p_disabled = false;
     Time intra_node_latency = Time::us(8);  // per collective step inside a node
     Time inter_node_latency = Time::us(20); // per collective step across nodes
     double nic_efficiency = 0.9;  // fraction of the NIC line rate reached by NCCL
@@ -154,6 +160,10 @@ struct HardwareProfile {
 
     // --- the typical node this GPU ships in (defaults for the cluster section and validation) ---
     int default_gpus_per_node = 8;
+    // The typical node pairs its GPUs with NVLink bridges (0-1, 2-3, ...) rather than an NVSwitch:
+    // the scenario's cluster.intra_node defaults to nvlink-bridge for this GPU (PCIe cards with an
+    // NVLink bridge connector: RTX 3090, A100 PCIe).
+    bool nvlink_bridge_pairs = false;
     int default_nics_per_node = 8;                      // e.g. DGX A100 / H100: one NIC per GPU
     Bandwidth default_nic_rate = Bandwidth(400e9 / 8);  // per NIC, per direction
     // The node's host side, for CPU offload (zero: not given): its memory, the peak bandwidth of

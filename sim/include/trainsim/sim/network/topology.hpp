@@ -26,8 +26,11 @@ public:
     explicit NetworkError(std::vector<model::Diagnostic> diags) : InputError("network", std::move(diags)) {}
 };
 
-enum class DeviceKind : std::uint8_t { gpu, nvswitch, pcie_switch, cpu, nic, leaf, spine };
-enum class LinkKind : std::uint8_t { nvlink, pcie, cpu_interconnect, network };
+enum class DeviceKind : std::uint8_t { gpu, nvswitch, pcie_switch, cpu, nic, leaf, spine, host_memory };
+// host_memory: a socket's DRAM, present only when the GPUs have no PCIe peer-to-peer
+// (HardwareProfile::pcie_p2p_disabled); a transfer staged in host memory crosses the socket ->
+// DRAM link twice (written, then read), so that one link stands for the DRAM's shared bandwidth.
+enum class LinkKind : std::uint8_t { nvlink, pcie, cpu_interconnect, network, host_memory };
 // NCCL's latency classes (src/graph/tuning.cc, hwLat): a transfer pays the per-step latency of
 // the slowest class on its path (net > pci > nvlink).
 enum class LatencyClass : std::uint8_t { nvlink, pci, net };
@@ -84,6 +87,8 @@ public:
     [[nodiscard]] bool has_nvlink_bridges() const { return bridges_; }
     [[nodiscard]] int pcie_switches_per_node() const { return switches_; }
     [[nodiscard]] int sockets_per_node() const { return sockets_; }
+    // GPU-to-GPU traffic not on NVLink is staged in host memory (no PCIe peer-to-peer: NCCL SHM).
+    [[nodiscard]] bool via_host_memory() const { return via_host_; }
 
     [[nodiscard]] std::size_t num_vertices() const;
     [[nodiscard]] std::size_t num_links() const { return links_.size(); }
@@ -128,7 +133,7 @@ private:
 
     TopologyOptions opt_;
     int nodes_ = 1, gpn_ = 1, nics_ = 0, sus_ = 1, switches_ = 1, sockets_ = 1;
-    bool nvswitch_ = false, bridges_ = false;
+    bool nvswitch_ = false, bridges_ = false, via_host_ = false;
     std::vector<Link> links_;
     std::unique_ptr<Impl> impl_;
     std::vector<std::vector<int>> nics_of_gpu_;
