@@ -191,7 +191,9 @@ double cost_on(const RunEstimate& e, const SearchOptions& o) {
 
 // The front as search_plans marks it: no other count both faster and cheaper (not worse in both).
 void mark_pareto(CellSearch& s, const SearchOptions& o) {
-    for (auto& [n, b] : s.best) {
+    for (auto& entry : s.best) {
+        const int n = entry.first; // not a structured binding: lambdas capture it (clang 14 refuses those)
+        const auto& b = entry.second;
         s.pareto[n] = false;
         if (!b) continue;
         const double d = days_on(b->estimate, o), c = cost_on(b->estimate, o);
