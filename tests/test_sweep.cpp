@@ -96,6 +96,17 @@ TEST_CASE("sweep grid: problems at file, line and key, a cell's at the grid line
     }
 }
 
+TEST_CASE("a text on which yaml-cpp's LoadAll never returns is read (and refused) at once", "[sweep][loader]") {
+    // fuzz_sweep_grid's finding: YAML::LoadAll (yaml-cpp 0.7) loops forever on these two lines;
+    // parse_yaml loads one document and finds a second one in the text.
+    const std::string text = ", basis: gpu_hour, rate:$2.5, currency: USD}\n 0-sxm-80gb, basis: "
+                             "\x99\x8f\x8a\xa0\x97\x90\x8a\x89, rate: 1.2, currency: USD}\n";
+    CHECK_THROWS_AS(model::load_sweep_grid_text(text, "g.yaml"), model::SweepGridError);
+    model::LoadOptions lo;
+    lo.data_dir = TRAINSIM_TEST_DATA_DIR;
+    CHECK_THROWS_AS(model::load_scenario_text(text, "s.yaml", lo), model::InputError);
+}
+
 TEST_CASE("sweep: one row per cell and GPU count, in the grid's order, the bill following the price",
           "[sweep][cli]") {
     test::ScratchDir dir;
