@@ -258,13 +258,7 @@ SweepGrid parse(const std::string& text, const std::string& name, const fs::path
 
 SweepGrid load_sweep_grid(const fs::path& file) {
     Diags out;
-    std::error_code ec;
-    if (fs::exists(file, ec) && !fs::is_directory(file, ec) && !fs::is_regular_file(file, ec)) {
-        report(out, Site{file.string(), 0, 0, ""},
-               fmt::format("'{}' is not a regular file (a FIFO, a device or a socket): a sweep grid is a YAML file",
-                           file.string()));
-        throw SweepGridError(out);
-    }
+    // read_text refuses folders, FIFOs and devices before opening them, and caps the size.
     const auto text = detail::read_text(file, Site{file.string(), 0, 0, ""}, out);
     if (!text) throw SweepGridError(out);
     return parse(*text, file.string(), file.parent_path());
