@@ -20,9 +20,11 @@ struct CountAnswer {
     std::optional<TokensWithin> slow, fast; // p90 / p10 step time
 };
 
+// `best`: the count with the most tokens, as max_tokens ranks them.
 std::vector<CountAnswer> answer(const model::Plan& base, const SearchOptions& o, const std::optional<ErrorModel>& em,
-                                SearchStats* stats = nullptr) {
+                                std::optional<std::size_t>& best, SearchStats* stats = nullptr) {
     auto r = max_tokens(base, o);
+    best = r.best;
     if (stats) *stats = r.stats;
     std::vector<CountAnswer> out;
     for (auto& c : r.counts) {
@@ -38,24 +40,6 @@ std::vector<CountAnswer> answer(const model::Plan& base, const SearchOptions& o,
         out.push_back(std::move(a));
     }
     return out;
-}
-
-// The count with the most tokens (ties: the smaller bill, then fewer GPUs), as max_tokens ranks.
-std::optional<std::size_t> most_tokens(const std::vector<CountAnswer>& v, const SearchOptions& o) {
-    std::optional<std::size_t> best;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-        const auto& c = v[i].count;
-        if (!c.best || c.tokens <= 0) continue;
-        if (!best) {
-            best = i;
-            continue;
-        }
-        const auto& b = v[*best].count;
-        if (c.tokens > b.tokens ||
-            (c.tokens == b.tokens && constrained_cost(c.best->estimate, o) < constrained_cost(b.best->estimate, o)))
-            best = i;
-    }
-    return best;
 }
 
 nlohmann::json count_json(const CountAnswer& a) {
@@ -134,8 +118,8 @@ int run_max_tokens(const PlanArgs& a, const model::Plan& base, const SearchOptio
 
     if (a.models.empty()) {
         SearchStats stats;
-        const auto v = answer(base, o, em, &stats);
-        const auto best = most_tokens(v, o);
+        std::optional<std::size_t> best;
+        const auto v = answer(base, o, em, best, &stats);
         const bool any_fits = std::any_of(v.begin(), v.end(), [](const CountAnswer& c) { return c.count.best.has_value(); });
         if (a.json) {
             nlohmann::json j{{"max_tokens", constraints}};
@@ -199,8 +183,7 @@ int run_max_tokens(const PlanArgs& a, const model::Plan& base, const SearchOptio
         m.params = model::count_params(b.model).total;
         m.optimal_tokens = kComputeOptimalTokensPerParam * m.params;
         b.training.tokens = m.optimal_tokens;
-        m.counts = answer(b, o, em);
-        m.most = most_tokens(m.counts, o);
+        m.counts = answer(b, o, em, m.most);
         for (std::size_t i = 0; i < m.counts.size(); ++i) {
             const auto& c = m.counts[i].count;
             if (!c.best || c.tokens < m.optimal_tokens) continue;

@@ -55,6 +55,29 @@ TokensWithin tokens_within(RankedPlan r, const SearchOptions& opt, double time_f
     return {lo, lo * per_step, missed};
 }
 
+namespace {
+
+// The count with the most tokens (ties: the smaller bill on opt's basis, then the first, i.e.
+// fewer GPUs); absent where no count trains a step.
+std::optional<std::size_t> most_tokens(const std::vector<MaxTokensCount>& counts, const SearchOptions& opt) {
+    std::optional<std::size_t> best;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        const auto& c = counts[i];
+        if (!c.best || c.tokens <= 0) continue;
+        if (!best) {
+            best = i;
+            continue;
+        }
+        const auto& b = counts[*best];
+        if (c.tokens > b.tokens ||
+            (c.tokens == b.tokens && constrained_cost(c.best->estimate, opt) < constrained_cost(b.best->estimate, opt)))
+            best = i;
+    }
+    return best;
+}
+
+} // namespace
+
 MaxTokensResult max_tokens(const model::Plan& base, const SearchOptions& opt) {
     std::vector<int> counts = opt.space.gpu_counts.empty() ? std::vector<int>{base.num_gpus()} : opt.space.gpu_counts;
     std::sort(counts.begin(), counts.end());
@@ -89,17 +112,7 @@ MaxTokensResult max_tokens(const model::Plan& base, const SearchOptions& opt) {
         }
         out.counts.push_back(std::move(c));
     }
-    for (std::size_t i = 0; i < out.counts.size(); ++i) {
-        const auto& c = out.counts[i];
-        if (!c.best || c.tokens <= 0) continue;
-        if (!out.best) {
-            out.best = i;
-            continue;
-        }
-        const auto& b = out.counts[*out.best];
-        const double cc = constrained_cost(c.best->estimate, opt), bc = constrained_cost(b.best->estimate, opt);
-        if (c.tokens > b.tokens || (c.tokens == b.tokens && cc < bc)) out.best = i;
-    }
+    out.best = most_tokens(out.counts, opt);
     return out;
 }
 
