@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <span>
+#include <vector>
 
 using trainsim::sim::FlowModel;
 using trainsim::sim::LinkUse;
@@ -72,4 +74,32 @@ TEST_CASE("flows over unknown links or with bad weights are rejected", "[network
     FlowModel fm({1.0});
     CHECK_THROWS_AS(fm.add_flow({{3, 1.0}}), std::out_of_range);
     CHECK_THROWS_AS(fm.add_flow({{0, 0.0}}), std::invalid_argument);
+}
+
+TEST_CASE("a refused flow leaves the model as it was, and links shared by flows merge per flow only", "[network][flow]") {
+    // Links 0 (capacity 4) and 1 (capacity 1); a link over the topology's range is refused after a
+    // good use in the same flow: nothing of it may remain.
+    FlowModel fm({4.0, 1.0});
+    CHECK_THROWS_AS(fm.add_flow({{1, 1.0}, {7, 1.0}}), std::out_of_range);
+    CHECK(fm.num_flows() == 0);
+    // Flow A names link 0 twice apart (weight 1 + 1 = 2 on it) and link 1 once; flow B uses link 0
+    // once. Link 1 holds A at 1 B/s; link 0 then carries 2 x 1 from A, leaving 2 for B.
+    fm.add_flow({{0, 1.0}, {1, 1.0}, {0, 1.0}});
+    fm.add_flow({{0, 1.0}});
+    const auto r = fm.solve();
+    CHECK(r[0] == Approx(1.0));
+    CHECK(r[1] == Approx(2.0));
+}
+
+TEST_CASE("a flow model over a borrowed capacity table solves as one that owns it", "[network][flow]") {
+    const std::vector<double> capacity{2.0, 6.0};
+    FlowModel owned(capacity);
+    FlowModel borrowed{std::span<const double>(capacity)};
+    for (auto* fm : {&owned, &borrowed}) {
+        fm->add_flow({{0, 1.0}, {1, 1.0}});
+        fm->add_flow({{1, 1.0}});
+    }
+    // Link 0 caps the first flow at 2; link 1 leaves 6 - 2 = 4 to the second.
+    CHECK(owned.solve() == borrowed.solve());
+    CHECK(borrowed.solve()[1] == Approx(4.0));
 }

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 namespace trainsim::sim {
@@ -24,12 +25,15 @@ class FlowModel {
 public:
     // Capacity of every link in bytes per second (> 0; links not used by any flow are ignored).
     explicit FlowModel(std::vector<double> capacity);
+    // The same over a capacity table the caller keeps alive for the model's life (a topology's
+    // links, shared by every collective solved on it: no copy of the table per model).
+    explicit FlowModel(std::span<const double> capacity);
 
     // Adds a flow over `uses` (repeated links are merged, weights summed); returns its index.
     // max_rate caps the flow on its own (bytes/s); a flow with no link and no cap is unbounded.
     std::size_t add_flow(const std::vector<LinkUse>& uses, double max_rate = std::numeric_limits<double>::infinity());
 
-    [[nodiscard]] std::size_t num_flows() const { return flows_.size(); }
+    [[nodiscard]] std::size_t num_flows() const { return max_rate_.size(); }
 
     // Max-min fair rates (bytes/s), one per flow: no flow can get more without taking from a flow
     // that has no more. Progressive filling: every unfrozen flow's rate rises together until a
@@ -41,14 +45,22 @@ public:
     [[nodiscard]] std::vector<double> finish_times(const std::vector<double>& bytes) const;
 
 private:
-    struct Flow {
-        std::vector<LinkUse> uses;
-        double max_rate;
-    };
     [[nodiscard]] std::vector<double> solve_active(const std::vector<bool>& active) const;
 
-    std::vector<double> capacity_;
-    std::vector<Flow> flows_;
+    std::vector<double> owned_;
+    std::span<const double> capacity_;
+    // The links the flows use, numbered densely in the order flows first name them: local_[link]
+    // (kNoLink where unused; sized on the first flow) and links_[local]. Every per-link array of a
+    // solve is then as long as the links in use, not the whole topology's.
+    std::vector<std::uint32_t> local_;
+    std::vector<std::uint32_t> links_;
+    // Flows in compressed rows: flow f uses use_link_ / use_weight_ [begin_[f], begin_[f + 1]),
+    // links as local indices, each link once (merged as added).
+    std::vector<std::size_t> begin_{0};
+    std::vector<std::uint32_t> use_link_;
+    std::vector<double> use_weight_;
+    std::vector<double> max_rate_;
+    std::vector<std::size_t> use_at_;  // per local link: the index of its latest use (merging in add_flow)
 };
 
 } // namespace trainsim::sim
