@@ -190,7 +190,10 @@ std::vector<std::vector<int>> groups_of(int stride, int size, int blocks) {
 }
 } // namespace
 
-CollectiveModel::CollectiveModel(const model::HardwareProfile& hw, const Topology& topo) : hw_(hw), topo_(topo) {}
+CollectiveModel::CollectiveModel(const model::HardwareProfile& hw, const Topology& topo)
+    : hw_(hw), topo_(topo), capacity_(topo.num_links()) {
+    for (std::size_t i = 0; i < capacity_.size(); ++i) capacity_[i] = topo_.link(static_cast<LinkId>(i)).capacity.value();
+}
 
 CollectiveModel::Layout CollectiveModel::layout(const GroupPlacement& g) const {
     Layout lay;
@@ -256,9 +259,7 @@ CollectiveModel::Solved CollectiveModel::solve(CollectiveOp op, Algorithm a, con
 }
 
 CollectiveModel::Solved CollectiveModel::solve_uncached(CollectiveOp op, Algorithm a, const Layout& lay) const {
-    std::vector<double> capacity(topo_.num_links());
-    for (std::size_t i = 0; i < capacity.size(); ++i) capacity[i] = topo_.link(static_cast<LinkId>(i)).capacity.value();
-    FlowModel fm(std::move(capacity));
+    FlowModel fm{std::span<const double>(capacity_)};
     FlowBuilder fb(topo_.num_links());
     std::vector<std::size_t> group_of;  // flow -> group
     std::vector<LinkId> path;
@@ -626,9 +627,7 @@ Bandwidth CollectiveModel::p2p_bandwidth(bool cross_node) const {
         throw InternalError(fmt::format("p2p: no {} transfer possible on {} node(s) x {} GPU(s)",
                                         cross_node ? "cross-node" : "intra-node", topo_.nodes(), gpn));
     }
-    std::vector<double> capacity(topo_.num_links());
-    for (std::size_t i = 0; i < capacity.size(); ++i) capacity[i] = topo_.link(static_cast<LinkId>(i)).capacity.value();
-    FlowModel fm(std::move(capacity));
+    FlowModel fm{std::span<const double>(capacity_)};
     std::vector<LinkId> path;
     for (int g = 0; g < gpn; ++g) {
         path.clear();

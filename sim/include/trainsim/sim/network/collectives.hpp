@@ -99,6 +99,7 @@ private:
 
     const model::HardwareProfile& hw_;
     const Topology& topo_;
+    std::vector<double> capacity_;  // every link's capacity (bytes/s), by link id: the flow models' table
     mutable std::mutex mutex_;
     mutable std::map<std::tuple<int, int, int, int>, Solved> cache_;  // (op, algorithm, stride, size)
     mutable std::map<bool, Bandwidth> p2p_cache_;
