@@ -39,6 +39,16 @@ struct EdgeProp {
 };
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Device, EdgeProp>;
 
+// Where built devices and links go: a Boost graph (a node's routing template, searched with
+// Dijkstra) or a plain device list (the cluster, whose links_ say what connects what).
+VertexId add_device(Graph& g, const Device& d) { return static_cast<VertexId>(boost::add_vertex(d, g)); }
+void add_edge(Graph& g, VertexId from, VertexId to, LinkId id) { boost::add_edge(from, to, EdgeProp{id}, g); }
+VertexId add_device(std::vector<Device>& devices, const Device& d) {
+    devices.push_back(d);
+    return static_cast<VertexId>(devices.size() - 1);
+}
+void add_edge(std::vector<Device>& /*devices*/, VertexId /*from*/, VertexId /*to*/, LinkId /*id*/) {}
+
 std::string bw_text(Bandwidth b) { return model::format_bandwidth(b); }
 
 } // namespace
@@ -69,7 +79,10 @@ std::string to_string(LinkKind k) {
 }
 
 struct Topology::Impl {
-    Graph g;          // the whole cluster
+    // The whole cluster's devices by vertex id; its links are links_ (from / to). No graph object:
+    // routes come from the node template and the fat tree's arithmetic, and a Boost graph of tens
+    // of thousands of vertices and edges cost more to build and free than the plan it serves.
+    std::vector<Device> devices;
     Graph node_tmpl;  // one node alone: its link ids are the offsets every node repeats
 };
 
@@ -95,23 +108,25 @@ struct NodeBuilder {
         return static_cast<VertexId>(gpn + (nvswitch ? 1 : 0) + switches + s);
     }
 
-    static VertexId add_vertex(Graph& g, DeviceKind kind, int node, int index) {
+    template <class G>
+    static VertexId add_vertex(G& g, DeviceKind kind, int node, int index) {
         Device d;
         d.kind = kind;
         d.node = node;
         d.index = index;
-        return static_cast<VertexId>(boost::add_vertex(d, g));
+        return add_device(g, d);
     }
 
     // A full-duplex link: two directed links with consecutive ids.
-    static void add_duplex(Graph& g, std::vector<Link>& links, VertexId a, VertexId b, Link proto) {
+    template <class G>
+    static void add_duplex(G& g, std::vector<Link>& links, VertexId a, VertexId b, Link proto) {
         for (int dir = 0; dir < 2; ++dir) {
             Link l = proto;
             l.from = dir == 0 ? a : b;
             l.to = dir == 0 ? b : a;
             const auto id = static_cast<LinkId>(links.size());
             links.push_back(l);
-            boost::add_edge(l.from, l.to, EdgeProp{id}, g);
+            add_edge(g, l.from, l.to, id);
         }
     }
 
@@ -154,7 +169,8 @@ struct NodeBuilder {
         return l;
     }
 
-    void add(Graph& g, std::vector<Link>& links, int node) const {
+    template <class G>
+    void add(G& g, std::vector<Link>& links, int node) const {
         std::vector<VertexId> gpu(static_cast<std::size_t>(gpn)), sw(static_cast<std::size_t>(switches));
         std::vector<VertexId> cpu(static_cast<std::size_t>(sockets)), nic(static_cast<std::size_t>(nics));
         for (int i = 0; i < gpn; ++i) gpu[static_cast<std::size_t>(i)] = add_vertex(g, DeviceKind::gpu, node, i);
@@ -307,10 +323,12 @@ void Topology::build(const model::HardwareProfile& hw, const model::Cluster& clu
     // The cluster: nodes first (identical link layouts), then the fat tree.
     links_.reserve(links_per_node_ * static_cast<std::size_t>(nodes_) +
                    static_cast<std::size_t>(nodes_ * nics_ * 2 + sus_ * nics_ * 2));
-    for (int n = 0; n < nodes_; ++n) nb.add(impl_->g, links_, n);
+    impl_->devices.reserve(verts_per_node_ * static_cast<std::size_t>(nodes_) +
+                           static_cast<std::size_t>(nodes_ > 1 ? sus_ * nics_ + 1 : 0));
+    for (int n = 0; n < nodes_; ++n) nb.add(impl_->devices, links_, n);
     net_link_base_ = links_.size();
     if (nodes_ > 1) {
-        auto& g = impl_->g;
+        auto& g = impl_->devices;
         std::vector<VertexId> leaf(static_cast<std::size_t>(sus_ * nics_));
         for (int su = 0; su < sus_; ++su)
             for (int k = 0; k < nics_; ++k)
@@ -412,9 +430,9 @@ void Topology::build(const model::HardwareProfile& hw, const model::Cluster& clu
     }
 }
 
-std::size_t Topology::num_vertices() const { return boost::num_vertices(impl_->g); }
+std::size_t Topology::num_vertices() const { return impl_->devices.size(); }
 
-const Device& Topology::device(VertexId v) const { return impl_->g[v]; }
+const Device& Topology::device(VertexId v) const { return impl_->devices.at(v); }
 
 VertexId Topology::gpu_vertex(int gpu) const {
     return static_cast<VertexId>(static_cast<std::size_t>(node_of(gpu)) * verts_per_node_ +
@@ -533,15 +551,13 @@ std::string Topology::summary() const {
                          sus_ == 1 ? "" : "s", opt_.nodes_per_leaf, sus_ * nics_, nics_, sus_);
         s += fmt::format("  NIC links {} per direction (reaches {})\n", bw_text(n->rate), bw_text(n->capacity));
         s += fmt::format("  leaf up-links {} per leaf per direction, oversubscription {}:1, {} spine switches\n",
-                         bw_text(up.rate), opt_.oversubscription, impl_->g[static_cast<Graph::vertex_descriptor>(
-                                                                           num_vertices() - 1)]
-                                                                           .count);
+                         bw_text(up.rate), opt_.oversubscription, impl_->devices.back().count);
     }
     return s;
 }
 
 void Topology::write_dot(std::ostream& os, const std::string& name) const {
-    const auto& g = impl_->g;
+    const auto& g = impl_->devices;
     auto label = [&](VertexId v) {
         const auto& d = g[v];
         switch (d.kind) {
