@@ -385,14 +385,14 @@ private:
             std::vector<std::string> dropped;
             auto drop_scope = [&](const std::string& scope) {
                 const auto n1 =
-                    std::erase_if(p_.collectives, [&](const CollectiveCurve& c) { return c.scope == scope; });
+                    p_.collectives.erase_if([&](const CollectiveCurve& c) { return c.scope == scope; });
                 const auto n2 =
-                    std::erase_if(p_.collective_times, [&](const CollectiveSample& c) { return c.scope == scope; });
+                    p_.collective_times.erase_if([&](const CollectiveSample& c) { return c.scope == scope; });
                 if (n1 > 0) dropped.push_back(fmt::format("calibrated.collectives ({} {} curve(s))", n1, scope));
                 if (n2 > 0) dropped.push_back(fmt::format("calibrated.collective_times ({} {} row(s))", n2, scope));
             };
             if (peak) {
-                const auto n = std::erase_if(p_.gemm_table, [&](const GemmSample& g) { return g.precision == prec; });
+                const auto n = p_.gemm_table.erase_if([&](const GemmSample& g) { return g.precision == prec; });
                 if (n > 0) dropped.push_back(fmt::format("calibrated.gemm ({} {} row(s))", n, to_string(prec)));
             } else if (key == "memory.hbm_bandwidth") {
                 if (!p_.memory_curve.empty()) dropped.push_back("calibrated.memory");

@@ -6,6 +6,8 @@
 #include "trainsim/model/core/errors.hpp"
 #include "trainsim/model/core/units.hpp"
 
+#include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -50,6 +52,61 @@ struct CollectiveSample {
     std::string scope;  // intra_node | inter_node
     Bytes bytes;
     Time time;
+};
+
+// A profile's measured table, as a vector whose copies share one buffer until one of them writes
+// (copy on write): a plan carries its profile by value, and `validate` holds one plan per row,
+// so 100,000 rows of one GPU would otherwise hold 100,000 copies of its nccl-tests table
+// (issue #45: 1.2 GB). Reading goes through the const members; any non-const access takes a
+// buffer of its own first.
+template <class T>
+class SharedVector {
+public:
+    using value_type = T;
+    using const_iterator = typename std::vector<T>::const_iterator;
+    using iterator = typename std::vector<T>::iterator;
+    SharedVector() = default;
+    SharedVector(std::initializer_list<T> init) : data_(std::make_shared<std::vector<T>>(init)) {}
+    [[nodiscard]] const_iterator begin() const { return data().begin(); }
+    [[nodiscard]] const_iterator end() const { return data().end(); }
+    [[nodiscard]] const_iterator cbegin() const { return data().begin(); }
+    [[nodiscard]] const_iterator cend() const { return data().end(); }
+    [[nodiscard]] iterator begin() { return own().begin(); }
+    [[nodiscard]] iterator end() { return own().end(); }
+    [[nodiscard]] std::size_t size() const { return data().size(); }
+    [[nodiscard]] bool empty() const { return data().empty(); }
+    [[nodiscard]] const T& operator[](std::size_t i) const { return data()[i]; }
+    [[nodiscard]] T& operator[](std::size_t i) { return own()[i]; }
+    [[nodiscard]] const T& front() const { return data().front(); }
+    [[nodiscard]] const T& back() const { return data().back(); }
+    // The table as a plain vector (read only).
+    [[nodiscard]] const std::vector<T>& vector() const { return data(); }
+    void push_back(T v) { own().push_back(std::move(v)); }
+    template <class... Args>
+    T& emplace_back(Args&&... args) {
+        return own().emplace_back(std::forward<Args>(args)...);
+    }
+    void clear() { data_.reset(); }
+    template <class Pred>
+    std::size_t erase_if(Pred pred) {
+        if (std::none_of(data().begin(), data().end(), pred)) return 0;
+        return std::erase_if(own(), pred);
+    }
+    friend bool operator==(const SharedVector& a, const SharedVector& b) { return a.data() == b.data(); }
+
+private:
+    [[nodiscard]] const std::vector<T>& data() const {
+        static const std::vector<T> kEmpty;
+        return data_ ? *data_ : kEmpty;
+    }
+    std::vector<T>& own() {
+        if (!data_)
+            data_ = std::make_shared<std::vector<T>>();
+        else if (data_.use_count() > 1)
+            data_ = std::make_shared<std::vector<T>>(*data_);
+        return *data_;
+    }
+    std::shared_ptr<std::vector<T>> data_;
 };
 
 // Where each value of a profile comes from (path in the profile file -> source text). Copies share
@@ -195,10 +252,10 @@ struct HardwareProfile {
     // `sources`) only in profiles trainsim-calibrate fitted.
     double compute_fit_residual = 0;
     double comm_fit_residual = 0;
-    std::vector<GemmSample> gemm_table;
+    SharedVector<GemmSample> gemm_table;
     std::map<Precision, AlphaBeta> memory_curve;
-    std::vector<CollectiveCurve> collectives;
-    std::vector<CollectiveSample> collective_times;
+    SharedVector<CollectiveCurve> collectives;
+    SharedVector<CollectiveSample> collective_times;
     // The datasheet figures the calibrated tables were measured on (`calibrated.measured_on`:
     // profile key -> the figure as written, e.g. "interconnect.nvlink_bandwidth" -> "300 GB/s"), a
     // fingerprint written by `trainsim-calibrate fit`. The reader drops the tables a changed figure
