@@ -111,6 +111,9 @@ struct PlanArgs {
     std::optional<double> budget;
     int max_micro_batch = 8;
     bool try_without_sp = false;
+    // Pipeline schedules to search (parallel.pp_schedule names; auto: 1f1b and interleaved);
+    // empty: those the base plan's framework offers (FrameworkProfile::pp_schedules).
+    std::vector<std::string> pp_schedules;
     bool no_prune = false;
     unsigned threads = 0;
     bool json = false;
