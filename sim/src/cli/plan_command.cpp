@@ -474,7 +474,7 @@ int run_plan_search(const PlanArgs& a) {
     // The best layout under every pipeline schedule (issue #44), and why it runs the one it does.
     std::vector<ScheduleOption> schedules;
     std::string schedule_why;
-    if (!res.plans.empty() && res.plans.front().plan.parallel.pp > 1) {
+    if (!a.csv && !res.plans.empty() && res.plans.front().plan.parallel.pp > 1) {
         const auto& best = res.plans.front();
         schedules = compare_schedules(best.plan, o.space.pp_schedules, o.memory_headroom, best.estimate, o.threads);
         schedule_why = schedule_reason(best.plan, schedules, offered_by);
