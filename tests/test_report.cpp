@@ -303,7 +303,12 @@ TEST_CASE("report --html embeds what compare --json prints and draws its charts 
                        (b.first < a.first || b.second < a.second);
             });
         const bool frontier = dc.size() >= 2;
-        CHECK(count(html, "<svg") == (frontier ? 7u : 6u));
+        // And a pipeline timeline per simulated plan with pp > 1 (docs/report.md "Pipeline schedule").
+        std::size_t pipelined = 0;
+        for (const auto& p : plans_of(expected))
+            if (p["pp"].get<int>() > 1 && p["fits"].get<bool>()) ++pipelined;
+        CHECK(count(html, "class=\"pipeline\" data-plan") == pipelined);
+        CHECK(count(html, "<svg") == (frontier ? 7u : 6u) + pipelined);
         for (const char* id : {"chart-breakdown", "chart-memory", "chart-days", "chart-cost",
                                "chart-scaling-throughput", "chart-scaling-days"})
             CHECK(count(html, fmt::format("id=\"{}\"", id)) == 1);
@@ -495,8 +500,13 @@ TEST_CASE("report html renders in headless Chromium and its table shows the comp
                                                  html.string(), q(tmp.path / "chromium.log")));
         if (dom.rc != 0) FAIL(fmt::format("chromium exited {}: {}", dom.rc, read_file(tmp.path / "chromium.log")));
         // The browser built the page: the charts are SVG elements in its DOM (both scenarios
-        // have two plans with a cost, so the days-vs-cost chart too).
-        CHECK(count(dom.out, "<svg") == 7);
+        // have two plans with a cost, so the days-vs-cost chart too), and a pipeline timeline per
+        // plan with pp > 1 that fits.
+        std::size_t pipelined = 0;
+        for (const auto& p : plans_of(expected))
+            if (p["pp"].get<int>() > 1 && p["fits"].get<bool>()) ++pipelined;
+        CHECK(count(dom.out, "<svg") == 7 + pipelined);
+        CHECK(count(dom.out, "class=\"pipeline\"") == pipelined);
         CHECK(count(dom.out, "id=\"chart-frontier\"") == 1);
         CHECK(count(dom.out, "<rect") > 10);
         CHECK(count(dom.out, "<polyline") >= 2);

@@ -407,6 +407,16 @@ FrameworkProfile framework_profile(const std::string& written) {
         fw.replace(0, swapped.size(), "megatron-deepspeed");
     // The families in framework_families() and the stacks that run one (kAliases) are the known
     // ones; from here on `fw` is the family and its release.
+    // Pipeline schedules: Megatron-Core's get_forward_backward_func picks
+    // forward_backward_pipelining_without_interleaving (1F1B) or ..._with_interleaving, nothing
+    // else (NVIDIA/Megatron-LM at d98e8a6, megatron/core/pipeline_parallel/schedules.py; its
+    // delay_wgrad_compute defers weight gradients only to overlap MoE expert-parallel
+    // communication). Megatron-LM's 2021-22 releases had the same two (Narayanan et al. SC'21).
+    // The zero-bubble schedules come from the Zero Bubble fork of Megatron-LM
+    // (sail-sg/zero-bubble-pipeline-parallelism: --enable-zero-bubble, --zero-bubble-v-schedule) and
+    // DualPipeV from deepseek-ai/DualPipe, neither a family here: `plan --pp-schedules` searches them.
+    f.pp_schedules_source =
+        "Megatron-Core (NVIDIA/Megatron-LM d98e8a6, get_forward_backward_func): 1F1B and interleaved 1F1B";
     Resolved resolved = resolve(fw);
     const std::string written_canonical = fw;
     fw = std::move(resolved.fw);
@@ -569,6 +579,15 @@ FrameworkProfile framework_profile(const std::string& written) {
             "the Triton flash-attention kernel (the benchmark script's attn_impl: triton); flash-attn's fused "
             "cross-entropy; PyTorch foreach AdamW";
     } else if (in_family(fw, "torchtitan")) {
+        // torchtitan builds its schedule with torch.distributed.pipelining's get_schedule_class
+        // (torchtitan/distributed/pipeline_parallel.py), whose names are 1F1B, Interleaved1F1B,
+        // GPipe, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble and DualPipeV
+        // (torch/distributed/pipelining/schedules.py). ZBVZeroBubble is ZB-V and DualPipeV
+        // DualPipeV; InterleavedZeroBubble is the paper's ZB1P over several chunks per rank, not
+        // ZB-H1's one (trainsim does not model it), and GPipe / LoopedBFS are not modelled.
+        f.pp_schedules = {PpSchedule::one_f_one_b, PpSchedule::interleaved, PpSchedule::zb_v, PpSchedule::dualpipe_v};
+        f.pp_schedules_source = "torch.distributed.pipelining (torchtitan): Schedule1F1B, ScheduleInterleaved1F1B, "
+                                "ScheduleZBVZeroBubble, ScheduleDualPipeV";
         // torchtitan (PyTorch-native: FSDP2 + DTensor TP, torch.distributed.pipelining), its
         // late-2024 defaults (torchtitan/config_manager.py, train_configs/llama3_*.toml):
         f.parallel.sharding = Sharding::fsdp; // data_parallel_shard_degree -1: FSDP2 over the leftover ranks

@@ -178,6 +178,11 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--memory-headroom", plan_args.memory_headroom,
                          "HBM a plan must leave free against allocator fragmentation, e.g. 5% (default 5%)");
     plan_cmd->add_flag("--try-without-sp", plan_args.try_without_sp, "also try tp > 1 without sequence parallelism");
+    plan_cmd
+        ->add_option("--pp-schedules", plan_args.pp_schedules,
+                     "pipeline schedules to search, e.g. auto,zb-h1,zb-v,dualpipe-v (auto: 1f1b and interleaved); "
+                     "default: those the plan's framework offers (docs/plan-search.md)")
+        ->delimiter(',');
     plan_cmd->add_flag("--no-prune", plan_args.no_prune, "simulate every plan that fits (no dominance / bound pruning)");
     plan_cmd->add_option("--threads", plan_args.threads, "worker threads (default: all cores)");
     plan_cmd->add_option("--days", plan_args.days,

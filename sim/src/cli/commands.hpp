@@ -111,6 +111,9 @@ struct PlanArgs {
     std::optional<double> budget;
     int max_micro_batch = 8;
     bool try_without_sp = false;
+    // Pipeline schedules to search (parallel.pp_schedule names; auto: 1f1b and interleaved);
+    // empty: those the base plan's framework offers (FrameworkProfile::pp_schedules).
+    std::vector<std::string> pp_schedules;
     bool no_prune = false;
     unsigned threads = 0;
     bool json = false;
@@ -151,7 +154,9 @@ fs::path trace_path(const fs::path& base, std::size_t index, std::size_t count);
 
 void write_trace(const Common& c, const model::Plan& plan, RunEstimate& e, const fs::path& path);
 
-std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& scenario, bool& all_fit);
+// `record_passes`: keep each plan's pipeline passes (ExecOptions::record_passes) for the HTML timeline.
+std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& scenario, bool& all_fit,
+                                       bool record_passes = false);
 
 int run_plans(const Common& c, bool side_by_side);
 

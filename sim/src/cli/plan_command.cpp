@@ -3,6 +3,7 @@
 #include "commands.hpp"
 
 #include "trainsim/model/core/text_format.hpp"
+#include "trainsim/model/framework/framework_profile.hpp"
 
 namespace trainsim::sim::cli {
 
@@ -80,6 +81,86 @@ nlohmann::json frontier_json(const std::vector<CountBest>& frontier) {
 }
 
 namespace {
+// The pipeline schedules the search tries, and who offers them (for the reason text): the
+// --pp-schedules list (auto: 1F1B and interleaved, the default order), or the base plan's
+// framework's (FrameworkProfile::pp_schedules; Megatron-Core when none is written).
+std::pair<std::vector<model::PpSchedule>, std::string> searched_schedules(const PlanArgs& a, const model::Plan& base) {
+    using model::PpSchedule;
+    if (a.pp_schedules.empty()) {
+        const std::string& fw = base.parallel.framework;
+        const auto prof = model::framework_profile(fw.empty() ? std::string("megatron-core") : fw);
+        return {prof.pp_schedules, fw.empty() ? std::string("megatron-core") : model::canonical_name(fw)};
+    }
+    std::vector<std::string> names;
+    for (auto x : {PpSchedule::automatic, PpSchedule::one_f_one_b, PpSchedule::interleaved, PpSchedule::zb_h1,
+                   PpSchedule::zb_v, PpSchedule::dualpipe_v})
+        names.push_back(model::to_string(x));
+    std::vector<PpSchedule> out;
+    auto add = [&](PpSchedule x) {
+        if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+    };
+    for (const auto& n : a.pp_schedules) {
+        const auto at = std::find(names.begin(), names.end(), n);
+        if (at == names.end())
+            plan_arg_error("--pp-schedules", fmt::format("unknown pipeline schedule '{}'{} (one of: {})", n,
+                                                         model::did_you_mean(n, names), fmt::join(names, ", ")));
+        const auto x = static_cast<PpSchedule>(at - names.begin());
+        if (x == PpSchedule::automatic) {
+            add(PpSchedule::one_f_one_b);
+            add(PpSchedule::interleaved);
+        } else {
+            add(x);
+        }
+    }
+    return {out, "--pp-schedules"};
+}
+
+nlohmann::json schedules_json(const std::vector<ScheduleOption>& options) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& o : options) {
+        const bool ran = o.estimate && o.estimate->step;
+        nlohmann::json x{{"schedule", model::to_string(o.schedule)},
+                         {"vp", o.vp},
+                         {"offered", o.offered},
+                         {"not_applicable", o.not_applicable.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.not_applicable)},
+                         {"fits", o.not_applicable.empty() && o.fits},
+                         {"step_time_s", ran ? nlohmann::json(o.estimate->step_time_s) : nlohmann::json(nullptr)},
+                         {"bubble_s", ran ? nlohmann::json(o.estimate->step->breakdown.bubble.seconds()) : nlohmann::json(nullptr)},
+                         {"peak_memory_gib", o.estimate ? nlohmann::json(model::to_gib(o.estimate->memory.total()))
+                                                        : nlohmann::json(nullptr)},
+                         {"days_to_train", ran ? nlohmann::json(o.estimate->days_to_train) : nlohmann::json(nullptr)}};
+        arr.push_back(std::move(x));
+    }
+    return arr;
+}
+
+void print_schedules_text(const std::vector<ScheduleOption>& options, const std::string& reason,
+                          const std::string& offered_by) {
+    std::cout << fmt::format("\nthe best layout under each pipeline schedule (offered by {}; docs/plan-search.md "
+                             "\"Pipeline schedules\"):\n",
+                             offered_by);
+    std::cout << fmt::format("  {:<11} {:>3} {:>8} {:>10} {:>9} {:>8}\n", "schedule", "vp", "offered", "step s",
+                             "bubble s", "mem GiB");
+    for (const auto& o : options) {
+        const std::string name = model::to_string(o.schedule);
+        const char* off = o.offered ? "yes" : "no";
+        if (!o.not_applicable.empty()) {
+            std::cout << fmt::format("  {:<11} {:>3} {:>8}  not applicable: {}\n", name, o.vp, off, o.not_applicable);
+            continue;
+        }
+        const auto& e = *o.estimate;
+        const double mem = model::to_gib(e.memory.total());
+        if (!e.step)
+            std::cout << fmt::format("  {:<11} {:>3} {:>8} {:>10} {:>9} {:>8.1f}  does not fit\n", name, o.vp, off, "-",
+                                     "-", mem);
+        else
+            std::cout << fmt::format("  {:<11} {:>3} {:>8} {:>10.3f} {:>9.3f} {:>8.1f}{}\n", name, o.vp, off,
+                                     e.step_time_s, e.step->breakdown.bubble.seconds(), mem,
+                                     o.fits ? "" : "  (leaves too little memory free)");
+    }
+    if (!reason.empty()) std::cout << "  chosen: " << reason << "\n";
+}
+
 // A plan's bill as a table cell: the expected run's (what is paid) or the steady run's.
 std::string bill_cell(const RunEstimate& e, bool expected) {
     return e.priced ? model::format_money(expected ? e.expected_cost : e.cost, e.currency) : std::string("no price");
@@ -187,6 +268,9 @@ int run_plan_search(const PlanArgs& a) {
     o.space.max_micro_batch = a.max_micro_batch;
     o.memory_headroom = memory_headroom;
     o.space.try_without_sp = a.try_without_sp;
+    const auto offer = searched_schedules(a, base);
+    o.space.pp_schedules = offer.first;
+    const std::string& offered_by = offer.second;
     o.top = static_cast<std::size_t>(a.top);
     o.threads = a.threads;
     o.prune = !a.no_prune;
@@ -387,6 +471,14 @@ int run_plan_search(const PlanArgs& a) {
         }
     }
 
+    // The best layout under every pipeline schedule (issue #44), and why it runs the one it does.
+    std::vector<ScheduleOption> schedules;
+    std::string schedule_why;
+    if (!a.csv && !res.plans.empty() && res.plans.front().plan.parallel.pp > 1) {
+        const auto& best = res.plans.front();
+        schedules = compare_schedules(best.plan, o.space.pp_schedules, o.memory_headroom, best.estimate, o.threads);
+        schedule_why = schedule_reason(best.plan, schedules, offered_by);
+    }
     if (a.json || a.csv) {
         nlohmann::json arr = nlohmann::json::array();
         for (std::size_t i = 0; i < res.plans.size(); ++i) {
@@ -417,7 +509,18 @@ int run_plan_search(const PlanArgs& a) {
                                {"rank_p90", rank_p90},
                                {"recommended", recommended + 1},
                                {"recommended_why", why_recommended},
-                               {"days", a.days}}}};
+                               {"days", a.days},
+                               {"pp_schedules", [&] {
+                                    nlohmann::json n = nlohmann::json::array();
+                                    for (auto x : o.space.pp_schedules) n.push_back(model::to_string(x));
+                                    return n;
+                                }()},
+                               {"pp_schedules_offered_by", offered_by}}}};
+            // For the best layout (pp > 1): its step under every schedule; empty for pp 1.
+            j["schedules"] = schedules_json(schedules);
+            j["schedule_reason"] = res.plans.empty()                       ? nlohmann::json(nullptr)
+                                   : res.plans.front().plan.parallel.pp < 2 ? nlohmann::json("pp 1: no pipeline schedule")
+                                                                            : nlohmann::json(schedule_why);
             if (!res.frontier.empty()) {
                 j["frontier"] = frontier_json(res.frontier);
                 // Why a count has no plan: "memory", "deadline", "budget" (docs/plan-search.md).
@@ -571,6 +674,7 @@ int run_plan_search(const PlanArgs& a) {
         rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600, rt.expected_failures,
         rt.expected_planned, rt.restart_s / 60);
     if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
+    if (!schedules.empty()) print_schedules_text(schedules, schedule_why, offered_by);
     if (!res.frontier.empty()) print_frontier_text(res.frontier, expected, cur, miss);
     if (offload_res) {
         std::cout << fmt::format("\nno GPU-only layout fits on {} GPU(s); with CPU offload there:\n",

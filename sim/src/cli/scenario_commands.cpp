@@ -175,10 +175,12 @@ void write_trace(const Common& c, const model::Plan& plan, RunEstimate& e, const
     e.step->trace = {};  // a large plan's trace need not stay in memory
 }
 
-std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& scenario, bool& all_fit) {
+std::vector<PlanResult> simulate_plans(const Common& c, const model::Scenario& scenario, bool& all_fit,
+                                       bool record_passes) {
     ExecOptions opt;
     opt.all_ranks = c.all_ranks;
     opt.record_trace = !c.trace.empty();
+    opt.record_passes = record_passes;
     if (c.trace == "-" && scenario.plans.size() > 1)
         throw model::InputError("--trace", {model::Diagnostic{c.file, 0, 0, "--trace",
                                                               fmt::format("'-' (stdout) takes one trace, and the scenario "
@@ -223,7 +225,8 @@ int run_plans(const Common& c, bool side_by_side) {
 int run_report(const Common& c, const ReportArgs& a) {
     const auto scenario = load(c);
     bool all_fit = true;
-    const auto results = simulate_plans(c, scenario, all_fit);
+    // The pipeline passes for the report's timelines (html_report's "Pipeline" section).
+    const auto results = simulate_plans(c, scenario, all_fit, true);
     std::vector<ScalingSeries> scaling;
     if (!a.no_scaling) {
         std::vector<const model::Plan*> plans;

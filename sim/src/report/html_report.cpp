@@ -3,6 +3,7 @@
 #include "trainsim/model/accounting/memory_model.hpp"
 #include "trainsim/sim/run/billing.hpp"
 
+#include "pipeline_chart.hpp"
 #include "svg_charts.hpp"
 
 #include <fmt/format.h>
@@ -531,6 +532,17 @@ std::string html_report(const std::string& title, const std::string& scenario_fi
     s += "<p class=\"note\">Where the critical rank's step time goes: compute kernels and the communication and "
          "pipeline waits that were not hidden behind them (the segments add up to the step time).</p>\n";
     s += breakdown_chart(results);
+    s += "</section>\n";
+
+    s += "<section id=\"pipeline\">\n<h2>Pipeline schedule</h2>\n";
+    s += "<p class=\"note\">Each pipelined plan's step as simulated, one row per pipeline stage (its first "
+         "simulated rank): the boxes are the schedule's passes on the compute stream, from their first kernel's start "
+         "to their last kernel's end, with the micro-batch number inside where it fits; F forward, B+W a whole "
+         "backward, and for the zero-bubble schedules B the input-gradient and W the weight-gradient pass. A lighter "
+         "box is an odd model chunk (interleaved and V schedules). The gaps are the bubble and the waits for "
+         "transfers; the grey lane runs to the step's end (optimizer). Plans of one layout share a time axis "
+         "(docs/model.md \"Pipeline schedules\").</p>\n";
+    s += pipeline_timelines(results);
     s += "</section>\n";
 
     s += "<section id=\"memory\">\n<h2>Memory per GPU</h2>\n";

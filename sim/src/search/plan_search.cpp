@@ -5,6 +5,7 @@
 #include "trainsim/model/accounting/flops.hpp"
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/accounting/memory_model.hpp"
+#include "trainsim/model/accounting/pipeline_schedule.hpp"
 #include "trainsim/model/workload/workload.hpp"
 #include "trainsim/sim/cost/compute_cost.hpp"
 #include "trainsim/sim/network/network.hpp"
@@ -12,6 +13,7 @@
 #include "trainsim/sim/step/executor.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
@@ -131,6 +133,8 @@ std::string layout_label(const model::Plan& plan, bool with_dp) {
     const auto& q = plan.parallel;
     std::string s = fmt::format("tp{} pp{}", q.tp, q.pp);
     if (q.vp > 1) s += fmt::format(" vp{}", q.vp);
+    // A schedule the search chose beyond the default order (1F1B / interleaved by vp).
+    if (q.pp_schedule != model::PpSchedule::automatic) s += " " + model::to_string(q.pp_schedule);
     if (q.cp > 1) s += fmt::format(" cp{}", q.cp);
     if (with_dp) s += fmt::format(" dp{}", q.dp);
     if (q.sequence_parallel) s += " sp";
@@ -159,6 +163,26 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
             for (int pp : model::pipeline_depths(m.layers, gpus / tp)) {
                 std::vector<int> vps{1};
                 if (pp > 1) vps = model::interleavings(m.layers, pp);
+                // (vp, schedule): the default order (automatic) of every vp whose schedule is
+                // offered, in the order the search enumerated before schedules were searched (so
+                // that with 1F1B and interleaved offered the enumeration, and its tie-breaks, are
+                // unchanged), then each offered split-backward schedule at the vp it runs at:
+                // zb-h1 on 1F1B's one chunk per stage, the V schedules on two (check_layout has
+                // the last word on whether the layers split into them).
+                const auto& offered = space.pp_schedules;
+                auto offers = [&](model::PpSchedule x) {
+                    return std::find(offered.begin(), offered.end(), x) != offered.end();
+                };
+                std::vector<std::pair<int, model::PpSchedule>> pipes;
+                for (int vp : vps)
+                    if (pp == 1 || offers(vp == 1 ? model::PpSchedule::one_f_one_b : model::PpSchedule::interleaved))
+                        pipes.emplace_back(vp, model::PpSchedule::automatic);
+                if (pp > 1) {
+                    if (offers(model::PpSchedule::zb_h1) && std::find(vps.begin(), vps.end(), 1) != vps.end())
+                        pipes.emplace_back(1, model::PpSchedule::zb_h1);
+                    for (auto v : {model::PpSchedule::zb_v, model::PpSchedule::dualpipe_v})
+                        if (offers(v)) pipes.emplace_back(2, v);
+                }
                 for (int cp = 1; cp <= space.max_cp && tp * pp * cp <= gpus; cp *= 2) {
                     const int dp = model::derive_dp(gpus, tp, pp, cp);
                     if (dp == 0) continue;
@@ -166,7 +190,7 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                     const auto mbs = divisors(base.training.global_batch / dp, space.max_micro_batch);
                     std::vector<bool> sps{tp > 1};
                     if (tp > 1 && space.try_without_sp) sps.push_back(false);
-                    for (int vp : vps)
+                    for (const auto& [vp, schedule] : pipes)
                         for (bool sp : sps)
                             for (int mb : mbs)
                                 for (auto sh : shardings)
@@ -180,6 +204,7 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                                             p.parallel.tp = tp;
                                             p.parallel.pp = pp;
                                             p.parallel.vp = vp;
+                                            p.parallel.pp_schedule = schedule;
                                             p.parallel.cp = cp;
                                             p.parallel.dp = dp;
                                             p.parallel.sequence_parallel = sp;
@@ -306,7 +331,10 @@ StreamSums bound_sums(const model::Plan& plan, const AnalyticNetwork& network) {
     // at small dp). A difference that does not divide evenly would show the premise broken: the
     // full graph is then summed instead. Tested against the direct sum.
     const int m = plan.grad_accum();
-    const int m1 = plan.parallel.vp > 1 ? plan.parallel.pp : 1, m2 = 2 * m1;
+    // DualPipeV runs at least 2 pp micro-batches (check_layout); interleaving a multiple of pp.
+    const bool dualpipe = model::effective_schedule(plan.parallel.pp_schedule, plan.parallel.vp) ==
+                          model::PpSchedule::dualpipe_v;
+    const int m1 = dualpipe ? 2 * plan.parallel.pp : plan.parallel.vp > 1 ? plan.parallel.pp : 1, m2 = 2 * m1;
     if (m <= m2) return stream_sums(plan, network);
     const auto s1 = sums_with_microbatches(plan, m1, network);
     const auto s2 = sums_with_microbatches(plan, m2, network);
@@ -495,7 +523,8 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         const auto& x = a.parallel;
         const auto& y = b.parallel;
         return a.num_gpus() == b.num_gpus() && x.tp == y.tp && x.pp == y.pp && x.vp == y.vp && x.cp == y.cp &&
-               x.dp == y.dp && x.sequence_parallel == y.sequence_parallel && x.sharding == y.sharding &&
+               x.pp_schedule == y.pp_schedule && x.dp == y.dp && x.sequence_parallel == y.sequence_parallel &&
+               x.sharding == y.sharding &&
                x.offload == y.offload && a.training.micro_batch == b.training.micro_batch;
     };
     // Full recompute that fits is taken as block recompute of the fewest layers per chunk that
@@ -730,8 +759,8 @@ std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPl
         const auto& f = b.estimate;
         return a.plan.num_gpus() == b.plan.num_gpus() && a.plan.cluster.gpus_per_node == b.plan.cluster.gpus_per_node &&
                a.plan.training.micro_batch == b.plan.training.micro_batch && x.tp == y.tp && x.pp == y.pp &&
-               x.vp == y.vp && x.cp == y.cp && x.dp == y.dp && x.sequence_parallel == y.sequence_parallel &&
-               x.recompute == y.recompute && x.recompute_layers == y.recompute_layers && x.offload == y.offload &&
+               x.vp == y.vp && x.pp_schedule == y.pp_schedule && x.cp == y.cp && x.dp == y.dp &&
+               x.sequence_parallel == y.sequence_parallel && x.recompute == y.recompute && x.recompute_layers == y.recompute_layers && x.offload == y.offload &&
                e.step_time_s == f.step_time_s && e.memory.total() == f.memory.total() && e.cost == f.cost &&
                e.expected_days == f.expected_days;
     };
@@ -789,6 +818,84 @@ std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up) 
     }
     if (shown == 0) s += " the same in every category (a tie broken by cost, then by enumeration order)";
     return s + "\n";
+}
+
+std::vector<ScheduleOption> compare_schedules(const model::Plan& plan, const std::vector<model::PpSchedule>& offered,
+                                              double memory_headroom, const std::optional<RunEstimate>& own,
+                                              unsigned threads) {
+    using model::PpSchedule;
+    std::vector<ScheduleOption> out;
+    const auto& q = plan.parallel;
+    if (q.pp < 2) return out;
+    const PpSchedule mine = model::effective_schedule(q.pp_schedule, q.vp);
+    // Interleaved at the plan's own vp, else the smallest vp > 1 the layers split into.
+    int interleave = mine == PpSchedule::interleaved ? q.vp : 0;
+    for (int v : model::interleavings(plan.model.layers, q.pp))
+        if (interleave == 0 && v > 1) interleave = v;
+    std::vector<model::Plan> plans;
+    for (auto x : {PpSchedule::one_f_one_b, PpSchedule::interleaved, PpSchedule::zb_h1, PpSchedule::zb_v,
+                   PpSchedule::dualpipe_v}) {
+        ScheduleOption o;
+        o.schedule = x;
+        o.offered = std::find(offered.begin(), offered.end(), x) != offered.end();
+        o.vp = x == PpSchedule::interleaved ? std::max(interleave, 2) : model::v_shape(x) ? 2 : 1;
+        model::Plan p = plan;
+        p.parallel.vp = o.vp;
+        // The 1F1B family as the search writes it (automatic), the others by name.
+        p.parallel.pp_schedule = model::splits_backward(x) ? x : PpSchedule::automatic;
+        p.name = search_name(p);
+        if (x == PpSchedule::interleaved && interleave == 0) {
+            o.not_applicable = fmt::format("the {} layers split into no interleaving of pp {}", plan.model.layers, q.pp);
+        } else if (const auto problems = model::check_layout(p); !problems.empty()) {
+            o.not_applicable = problems.front().key + ": " + problems.front().message;
+        } else {
+            o.fits = model::fits_in_memory(p, model::peak_memory(p), p.hardware.hbm_capacity * (1.0 - memory_headroom));
+        }
+        out.push_back(std::move(o));
+        plans.push_back(std::move(p));
+    }
+    // The plan's own schedule reuses its estimate; the others are simulated (where they fit in
+    // the HBM at all: estimate_plan simulates only those), in parallel.
+    std::vector<std::size_t> todo;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        if (!out[i].not_applicable.empty()) continue;
+        if (own && out[i].schedule == mine && out[i].vp == q.vp) out[i].estimate = *own;
+        else todo.push_back(i);
+    }
+    const unsigned n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+    parallel_for(todo.size(), n, [&](std::size_t k) { out[todo[k]].estimate = estimate_plan(plans[todo[k]]); });
+    return out;
+}
+
+std::string schedule_reason(const model::Plan& best, const std::vector<ScheduleOption>& options,
+                            const std::string& offered_by) {
+    if (best.parallel.pp < 2) return {};
+    const auto chosen = model::effective_schedule(best.parallel.pp_schedule, best.parallel.vp);
+    const ScheduleOption* mine = nullptr;
+    for (const auto& o : options)
+        if (o.schedule == chosen && o.vp == best.parallel.vp) mine = &o;
+    if (mine == nullptr || !mine->estimate || !mine->estimate->step) return {};
+    const double t = mine->estimate->step_time_s;
+    std::string s = fmt::format("{}{}: the fastest schedule {} offers that fits this layout", model::to_string(chosen),
+                                best.parallel.vp > 1 ? fmt::format(" (vp {})", best.parallel.vp) : std::string(),
+                                offered_by);
+    std::vector<std::string> faster, slower;
+    for (const auto& o : options) {
+        if (&o == mine || !o.estimate || !o.estimate->step) continue;
+        const double other = o.estimate->step_time_s;
+        const std::string name = model::to_string(o.schedule);
+        if (other < t) {
+            const std::string why = !o.offered ? fmt::format("not offered by {}", offered_by)
+                                    : !o.fits  ? "does not fit in memory with the headroom"
+                                               : "ranked lower by the search (days, then cost)";
+            faster.push_back(fmt::format("{} would be {:.2f}% faster, {}", name, 100.0 * (1.0 - other / t), why));
+        } else if (o.offered && other > t) {
+            slower.push_back(fmt::format("{} {:.2f}% slower", name, 100.0 * (other / t - 1.0)));
+        }
+    }
+    if (!faster.empty()) s += fmt::format("; {}", fmt::join(faster, "; "));
+    if (!slower.empty()) s += fmt::format("; {}", fmt::join(slower, ", "));
+    return s;
 }
 
 } // namespace trainsim::sim

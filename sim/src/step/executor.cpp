@@ -174,6 +174,7 @@ public:
         res.kernel_time.assign(by_name.begin(), by_name.end());
         std::sort(res.kernel_time.begin(), res.kernel_time.end(),
                   [](const auto& a, const auto& b) { return a.second > b.second; });
+        if (opt_.record_passes) record_passes(res);
         if (opt_.record_trace) {
             for (std::size_t slot = 0; slot < ranks_.size(); ++slot) {
                 const auto& r = ranks_[slot];
@@ -189,6 +190,40 @@ public:
     }
 
 private:
+    // Each schedule item's span on the compute stream of the first simulated rank of each stage:
+    // the builder emits an item's kernels together, in program order, so a run of consecutive
+    // compute kernels with the same (pass, micro-batch, chunk) is one item (PassSpan).
+    void record_passes(StepResult& res) const {
+        std::vector<bool> seen(g_.stages.size(), false);
+        for (const auto& r : ranks_) {
+            const auto stage = static_cast<std::size_t>(r.stage);
+            if (seen[stage]) continue;
+            seen[stage] = true;
+            const auto& prog = g_.stages[stage];
+            const std::size_t first = res.passes.size();
+            for (std::uint32_t i = 0; i < prog.ops.size(); ++i) {
+                const auto& op = prog.ops[i];
+                if (op.stream != model::Stream::compute ||
+                    g_.protos[op.proto].kind == model::OpKind::collective ||
+                    (op.category != model::Category::forward && op.category != model::Category::backward &&
+                     op.category != model::Category::recompute))
+                    continue;
+                const auto& t = r.state[i];
+                if (res.passes.size() > first) {
+                    auto& last = res.passes.back();
+                    if (last.pass == op.pass && last.microbatch == op.microbatch && last.chunk == op.chunk) {
+                        last.start = std::min(last.start, t.start);
+                        last.end = std::max(last.end, t.end);
+                        continue;
+                    }
+                }
+                res.passes.push_back({r.stage, op.pass, op.microbatch, op.chunk, t.start, t.end});
+            }
+        }
+        std::stable_sort(res.passes.begin(), res.passes.end(),
+                         [](const PassSpan& a, const PassSpan& b) { return a.stage < b.stage; });
+    }
+
     static StageStatic make_static(const model::StageProgram& prog) {
         StageStatic s;
         const auto n = static_cast<std::uint32_t>(prog.ops.size());

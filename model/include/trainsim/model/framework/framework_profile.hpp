@@ -47,6 +47,13 @@ struct FrameworkProfile {
     // other optimizer-state shardings, least sharded first; the first that fits is taken (the
     // run fit, so its unstated ZeRO stage must be one that does). Empty: the default stays.
     std::vector<Sharding> blank_sharding_fallbacks;
+    // The pipeline schedules the framework runs, which `plan` may choose among (docs/model.md
+    // "Pipeline schedules"; `plan --pp-schedules` overrides it): concrete schedules, never
+    // automatic. Every family runs 1F1B and interleaved 1F1B, which is what the search tried
+    // before schedules were searched; framework_profile() adds what a family has beyond them.
+    std::vector<PpSchedule> pp_schedules{PpSchedule::one_f_one_b, PpSchedule::interleaved};
+    // Where pp_schedules comes from (the code that has, or lacks, the schedules).
+    std::string pp_schedules_source;
     std::string why;   // the documentation of these choices
     bool known = true; // false: not a family below; a generic PyTorch eager profile stands in
     // The framework_families() entry the name resolved to, directly or through an alias

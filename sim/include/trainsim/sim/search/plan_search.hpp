@@ -46,6 +46,12 @@ struct SearchSpace {
                                              model::Recompute::full};
     // CPU offload modes tried (each with the shardings it runs on: check_layout has the last word).
     std::vector<model::Offload> offloads{model::Offload::none};
+    // Pipeline schedules tried where pp > 1 (docs/model.md "Pipeline schedules"): 1f1b at vp 1
+    // and interleaved at every vp > 1 are the default order (pp_schedule automatic, the plan as it
+    // was searched before schedules were); zb-h1 is tried at vp 1, zb-v and dualpipe-v at vp 2,
+    // with pp_schedule set. The default is every framework's (FrameworkProfile::pp_schedules);
+    // `plan` sets the base plan's framework's, or --pp-schedules.
+    std::vector<model::PpSchedule> pp_schedules{model::PpSchedule::one_f_one_b, model::PpSchedule::interleaved};
 };
 
 struct SearchOptions {
@@ -135,6 +141,32 @@ std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPl
 // Preconditions: graph = build_workload(plan); network built for plan.cluster (plan_network).
 [[nodiscard]] double critical_path_lower_bound_s(const model::Plan& plan, const model::OpGraph& graph,
                                                  const AnalyticNetwork& network);
+
+// A layout under one pipeline schedule (issue #44): `plan` lists the best layout under each.
+struct ScheduleOption {
+    model::PpSchedule schedule = model::PpSchedule::one_f_one_b;  // concrete, never automatic
+    int vp = 1;                   // the chunks per stage it runs with
+    bool offered = false;         // in the search's pp_schedules (the framework runs it)
+    std::string not_applicable;   // why the layout cannot run it (check_layout's first problem), or empty
+    bool fits = false;            // leaves the search's headroom of HBM free
+    std::optional<RunEstimate> estimate;  // absent when not applicable
+};
+// `plan` (pp > 1) under 1f1b, interleaved, zb-h1, zb-v and dualpipe-v, in that order, everything
+// else kept: 1f1b and zb-h1 at vp 1, zb-v and dualpipe-v at vp 2, interleaved at the plan's vp
+// when it is interleaved, else the smallest vp > 1 the layers split into. The plan's own
+// schedule takes `own` (its estimate from the search) instead of a second simulation. Empty for
+// pp 1. `threads`: 0 for every core. Deterministic.
+[[nodiscard]] std::vector<ScheduleOption> compare_schedules(const model::Plan& plan,
+                                                            const std::vector<model::PpSchedule>& offered,
+                                                            double memory_headroom,
+                                                            const std::optional<RunEstimate>& own = std::nullopt,
+                                                            unsigned threads = 0);
+// Why `best` runs its schedule, from compare_schedules(best, ...): the schedule and that it is the
+// fastest offered one that fits, then each faster schedule and what kept it out ("zb-v 3.1%
+// faster: not offered by megatron-core"). `offered_by`: who offers the schedules, for the text.
+// Empty for pp 1.
+[[nodiscard]] std::string schedule_reason(const model::Plan& best, const std::vector<ScheduleOption>& options,
+                                          const std::string& offered_by);
 
 // "Why the best wins": how the winner differs from the runner-up, step-breakdown category by
 // category (largest differences first). Both must have been simulated.

@@ -28,6 +28,9 @@ struct ExecOptions {
     bool all_ranks = false;
     // Record every op's start and end for traces.
     bool record_trace = false;
+    // Record each pipeline pass's span on one rank per stage (StepResult::passes): what the HTML
+    // report draws, without the whole trace.
+    bool record_passes = false;
 };
 
 // Where one rank's step time went, on its compute stream. Sums to the step time.
@@ -56,6 +59,19 @@ struct TraceEvent {
     Time host_start, host_end;
 };
 
+// One schedule item as it ran on a stage's compute stream: a forward (F), a full backward (B+W),
+// an input-gradient pass (B) or a weight-gradient pass (W) of (micro-batch, chunk), from its first
+// kernel's start to its last kernel's end (a backward's recompute included). The compute-stream
+// kernels of forward, backward and recompute only: the optimizer, and communication on other
+// streams, are not a pass.
+struct PassSpan {
+    int stage = 0;
+    model::PipelinePass pass = model::PipelinePass::forward;
+    int microbatch = 0;
+    int chunk = 0;
+    Time start, end;
+};
+
 struct StepResult {
     Time step_time;
     int critical_stage = 0;
@@ -65,6 +81,9 @@ struct StepResult {
     std::size_t simulated_ranks = 0;
     std::size_t ops = 0;
     std::vector<TraceEvent> trace;          // when ExecOptions::record_trace
+    // When ExecOptions::record_passes: the passes of the first simulated rank of each stage, by
+    // stage, then in program order.
+    std::vector<PassSpan> passes;
     // Host time the critical rank spent issuing work (launches and communication calls), and the
     // part of it the GPU waited for (breakdown.host_bound).
     Time host_busy;
