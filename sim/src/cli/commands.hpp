@@ -204,11 +204,13 @@ struct SweepArgs {
     std::string grid;
     std::string out; // .csv or .jsonl; empty: a table (or --csv / --json lines) on standard output
     std::string data_dir;
+    std::string html; // the market table page; empty: none
     bool resume = false;
     bool force = false;
     bool json = false;
     bool csv = false;
     bool quiet = false;
+    bool progress = false; // the progress line even when standard error is not a terminal
     unsigned threads = 0;
 };
 int run_sweep(const SweepArgs& a);
