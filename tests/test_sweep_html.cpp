@@ -108,13 +108,14 @@ TEST_CASE("sweep --html: a table row per sweep row and per model a frontier whos
     {
         // From a CSV output, read back by column type: the same table and the same front.
         const auto csv = (dir.path() / "rows.csv").string(), page2 = (dir.path() / "market2.html").string();
-        REQUIRE(test::run_trainsim(fmt::format("sweep {} --out {} --html {} -q", grid, csv, page2)).rc == 0);
+        REQUIRE(test::run_trainsim(fmt::format("sweep {} --out {} --html {} -q -j 3", grid, csv, page2)).rc == 0);
         check_page(test::read_text(page2), rows);
-    }
-    {
-        // Without --out, --html - prints the page alone.
-        const auto out = test::run_trainsim(fmt::format("sweep {} --html - -q", grid));
+        // Searches one at a time on 2 threads write the same file as 3 at once on 1 thread each;
+        // --html - prints the page on standard output.
+        const auto serial = (dir.path() / "serial.csv").string();
+        const auto out = test::run_trainsim(fmt::format("sweep {} --out {} -q -j 1 --threads 2 --html -", grid, serial));
         REQUIRE(out.rc == 0);
+        CHECK(test::read_text(serial) == test::read_text(csv));
         check_page(out.out, rows);
     }
     {

@@ -211,7 +211,8 @@ struct SweepArgs {
     bool csv = false;
     bool quiet = false;
     bool progress = false; // the progress line even when standard error is not a terminal
-    unsigned threads = 0;
+    unsigned threads = 0;  // per search; 0: the cores left to each of the `jobs`
+    unsigned jobs = 0;     // searches at once in this process; 0: one per core (up to the searches)
 };
 int run_sweep(const SweepArgs& a);
 std::string layout_words(const nlohmann::json& row);

@@ -310,7 +310,7 @@ struct Prepared {
     bool share = false;
 };
 
-Prepared prepare(model::SweepGrid grid, const SweepArgs& a, unsigned threads) {
+Prepared prepare(model::SweepGrid grid, const SweepArgs& a) {
     Prepared p;
     p.grid = std::move(grid);
     model::LoadOptions lo;
@@ -337,7 +337,6 @@ Prepared prepare(model::SweepGrid grid, const SweepArgs& a, unsigned threads) {
     p.tmpl.deadline_days = p.grid.deadline_days;
     p.tmpl.budget = p.grid.budget;
     if (!p.grid.memory_headroom.empty()) p.tmpl.memory_headroom = model::parse_fraction(p.grid.memory_headroom);
-    p.tmpl.threads = threads;
     p.em = load_error_model(lo.data_dir);
     p.fp = fingerprint(p.grid.text);
     for (const auto& c : p.cells) p.keys.push_back(model::sweep_cell_key(p.grid, c));
@@ -386,11 +385,21 @@ bool rows_as_csv(const SweepArgs& a) {
     return !a.out.empty() && fs::path(a.out).extension() == ".csv";
 }
 
-// Threads per search: --threads, else every core, shared by the ranks on this node under MPI.
-unsigned search_threads(const SweepArgs& a, const SweepWorld* w) {
-    if (a.threads != 0 || w == nullptr) return a.threads;
+// How a process spreads its cores: `jobs` searches at once (--jobs, else one per core up to the
+// tasks), each on `per_search` threads (--threads, else the cores left to it). Under MPI the cores
+// are the node's, shared by its ranks. Neither changes a row (the search's result does not depend
+// on its threads; tested).
+struct CoreUse {
+    unsigned jobs = 1, per_search = 1;
+};
+CoreUse core_use(const SweepArgs& a, const SweepWorld* w, std::size_t tasks) {
     const unsigned hw = std::max(1U, std::thread::hardware_concurrency());
-    return std::max(1U, hw / static_cast<unsigned>(std::max(1, w->local_size())));
+    const unsigned cores = std::max(1U, hw / static_cast<unsigned>(w != nullptr ? std::max(1, w->local_size()) : 1));
+    CoreUse c;
+    c.jobs = a.jobs != 0 ? a.jobs
+                         : static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(cores, tasks)));
+    c.per_search = a.threads != 0 ? a.threads : std::max(1U, cores / c.jobs);
+    return c;
 }
 
 // "[########            ]  40% 12/30 cells, about 3 min left" on standard error: redrawn in place
@@ -499,7 +508,7 @@ int run_sweep_worker(const SweepArgs& a, SweepWorld& w) {
     const std::string root_fp = go.substr(space + 1);
     std::optional<Prepared> p;
     try {
-        p.emplace(prepare(model::load_sweep_grid(a.grid), a, search_threads(a, &w)));
+        p.emplace(prepare(model::load_sweep_grid(a.grid), a));
         if (p->fp != root_fp)
             sweep_error(a.grid, "mpirun",
                         fmt::format("this rank reads another grid file than rank 0 ({}: fingerprint {}, rank 0's "
@@ -511,11 +520,16 @@ int run_sweep_worker(const SweepArgs& a, SweepWorld& w) {
         w.fail_worker({w.rank(), w.host(), false, e.what()});
     }
     const auto tasks = make_tasks(*p, start);
+    const CoreUse use = core_use(a, &w, tasks.size());
+    p->tmpl.threads = use.per_search;
     const bool csv = rows_as_csv(a);
-    w.run_worker([&](std::size_t t) {
-        if (t >= tasks.size()) throw std::runtime_error(fmt::format("rank 0 asked for task {} of {}", t, tasks.size()));
-        return run_task(*p, tasks[t], csv);
-    });
+    w.run_worker(
+        [&](std::size_t t) {
+            if (t >= tasks.size())
+                throw std::runtime_error(fmt::format("rank 0 asked for task {} of {}", t, tasks.size()));
+            return run_task(*p, tasks[t], csv);
+        },
+        use.jobs);
     return kExitOk;
 }
 
@@ -583,7 +597,7 @@ int run_sweep(const SweepArgs& a) {
             if (const auto dir = html.parent_path(); !dir.empty() && !fs::is_directory(dir, ec))
                 sweep_error(a.html, "--html", fmt::format("its folder {} does not exist", dir.string()));
         }
-        prep.emplace(prepare(std::move(grid), a, search_threads(a, world ? &*world : nullptr)));
+        prep.emplace(prepare(std::move(grid), a));
         if (!o.final_path.empty()) {
             std::error_code ec;
             if (a.resume && fs::exists(o.partial, ec)) {
@@ -613,17 +627,29 @@ int run_sweep(const SweepArgs& a) {
     } guard{fd};
     if (fd >= 0 && o.csv && !resumed.has_header) append(fd, csv_line(columns(), nullptr), o.partial);
 
+    const auto tasks = make_tasks(*prep, start);
+    const CoreUse use = core_use(a, world ? &*world : nullptr, tasks.size());
+    prep->tmpl.threads = use.per_search;
     const Prepared& p = *prep;
     const auto& grid = p.grid;
     const auto& cells = p.cells;
     const bool csv = rows_as_csv(a);
-    const auto tasks = make_tasks(p, start);
     const bool bar = !a.quiet && (a.progress || isatty(STDERR_FILENO) != 0);
     std::optional<SweepProgress> progress;
     if (bar) progress.emplace(start, cells.size(), isatty(STDERR_FILENO) != 0);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<nlohmann::json> all; // without --out: printed at the end
-    auto deliver = [&](std::size_t, SweepTaskRows rows) {
+    std::vector<double> cost;
+    for (const auto& t : tasks) cost.push_back(sweep_search_cost(p.bases[t.first].model.layers, grid.counts));
+    // Two tasks per search running at once within reach of the first unwritten one
+    // (sweep_schedule.hpp); under MPI every rank is taken to run as many as this one.
+    const std::size_t slots = static_cast<std::size_t>(use.jobs) * static_cast<std::size_t>(world ? world->size() : 1);
+    SweepQueue queue(std::move(cost), 2 * slots);
+    SweepTasks run;
+    run.count = tasks.size();
+    run.order = [&](std::size_t first_undelivered) { return queue.next(first_undelivered).value_or(tasks.size()); };
+    run.compute = [&](std::size_t t) { return run_task(p, tasks[t], csv); };
+    run.deliver = [&](std::size_t, SweepTaskRows rows) {
         for (const auto& text : rows) {
             if (fd >= 0) {
                 append(fd, text, o.partial);
@@ -635,17 +661,8 @@ int run_sweep(const SweepArgs& a) {
         }
     };
     if (world) {
-        std::vector<double> cost;
-        for (const auto& t : tasks) cost.push_back(sweep_search_cost(p.bases[t.first].model.layers, grid.counts));
-        // Two tasks per rank within reach of the first unwritten one (sweep_schedule.hpp).
-        SweepQueue queue(std::move(cost), 2 * static_cast<std::size_t>(world->size()));
-        SweepWorld::Root root;
-        root.count = tasks.size();
-        root.order = [&](std::size_t first_unwritten) { return queue.next(first_unwritten).value_or(tasks.size()); };
-        root.compute = [&](std::size_t t) { return run_task(p, tasks[t], csv); };
-        root.deliver = deliver;
         try {
-            world->run_root(root);
+            world->run_root(run, use.jobs);
         } catch (const SweepRankFailed& e) {
             const auto& f = e.failure;
             const std::string who = fmt::format("rank {}{}", f.rank, f.host.empty() ? "" : " (" + f.host + ")");
@@ -653,7 +670,7 @@ int run_sweep(const SweepArgs& a) {
             throw std::runtime_error(fmt::format("{}: {}", who, f.message));
         }
     } else {
-        for (std::size_t t = 0; t < tasks.size(); ++t) deliver(t, run_task(p, tasks[t], csv));
+        run_sweep_tasks(run, use.jobs);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string ranks = world ? fmt::format(" over {} MPI ranks", world->size()) : std::string();

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +24,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace trainsim::sim::cli {
 
@@ -59,15 +63,133 @@ int launcher_world_size(const std::function<const char*(const char*)>& env) {
     return 1;
 }
 
+namespace {
+
+// Tasks on `n` threads: pushed by the calling thread, their rows collected by it.
+class Pool {
+public:
+    Pool(unsigned n, const std::function<SweepTaskRows(std::size_t)>& compute) : compute_(compute) {
+        for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
+    }
+    // Joins the threads after the tasks they run (queued ones are dropped).
+    ~Pool() {
+        {
+            std::lock_guard lock(mu_);
+            stop_ = true;
+        }
+        work_.notify_all();
+        for (auto& t : threads_) t.join();
+    }
+    Pool(const Pool&) = delete;
+    Pool& operator=(const Pool&) = delete;
+
+    void push(std::size_t task) {
+        {
+            std::lock_guard lock(mu_);
+            queue_.push_back(task);
+        }
+        work_.notify_one();
+    }
+    // The tasks finished since the last call; a thread's exception is rethrown here.
+    std::vector<std::pair<std::size_t, SweepTaskRows>> take_done() {
+        std::lock_guard lock(mu_);
+        if (error_) std::rethrow_exception(error_);
+        return std::exchange(done_, {});
+    }
+    // Until a task is done (or failed), at most `d`.
+    void wait_done(std::chrono::microseconds d) {
+        std::unique_lock lock(mu_);
+        done_cv_.wait_for(lock, d, [&] { return !done_.empty() || error_; });
+    }
+
+private:
+    void loop() {
+        for (;;) {
+            std::size_t t = 0;
+            {
+                std::unique_lock lock(mu_);
+                work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+                if (stop_) return;
+                t = queue_.front();
+                queue_.pop_front();
+            }
+            try {
+                auto rows = compute_(t);
+                std::lock_guard lock(mu_);
+                done_.emplace_back(t, std::move(rows));
+            } catch (...) {
+                std::lock_guard lock(mu_);
+                if (!error_) error_ = std::current_exception();
+            }
+            done_cv_.notify_all();
+        }
+    }
+
+    const std::function<SweepTaskRows(std::size_t)>& compute_;
+    std::mutex mu_;
+    std::condition_variable work_, done_cv_;
+    std::deque<std::size_t> queue_;
+    std::vector<std::pair<std::size_t, SweepTaskRows>> done_;
+    std::exception_ptr error_;
+    bool stop_ = false;
+    std::vector<std::thread> threads_;
+};
+
+// What rank 0 (or a single process) keeps between starting tasks and writing them: the finished
+// tasks that wait for an earlier one, and the first task not yet delivered.
+struct InOrder {
+    const SweepTasks& t;
+    std::map<std::size_t, SweepTaskRows> ready;
+    std::size_t first_undelivered = 0;
+    std::size_t next() const { return t.order(first_undelivered); }
+    // Delivers what is ready in order; returns whether it delivered any.
+    bool deliver() {
+        bool any = false;
+        for (auto it = ready.find(first_undelivered); it != ready.end(); it = ready.find(first_undelivered)) {
+            auto rows = std::move(it->second);
+            ready.erase(it);
+            t.deliver(first_undelivered, std::move(rows));
+            ++first_undelivered;
+            any = true;
+        }
+        return any;
+    }
+    bool done() const { return first_undelivered >= t.count; }
+};
+
+// A task finishes in milliseconds at the least: waiting 200 us between polls costs nothing
+// measurable and leaves the cores to the searches.
+constexpr auto kPollSleep = std::chrono::microseconds(200);
+
+} // namespace
+
+void run_sweep_tasks(const SweepTasks& t, unsigned workers) {
+    workers = std::max(1U, workers);
+    InOrder io{t, {}, 0};
+    Pool pool(workers, t.compute);
+    unsigned running = 0;
+    while (!io.done()) {
+        while (running < workers) {
+            const std::size_t task = io.next();
+            if (task >= t.count) break;
+            pool.push(task);
+            ++running;
+        }
+        pool.wait_done(std::chrono::milliseconds(100));
+        for (auto& [task, rows] : pool.take_done()) {
+            io.ready.emplace(task, std::move(rows));
+            --running;
+        }
+        io.deliver();
+    }
+}
+
 #ifdef TRAINSIM_HAVE_MPI
 
 namespace {
 
 enum Tag : int { kRequest = 1, kResult = 2, kError = 3, kTask = 4, kStop = 5 };
 
-// A task runs for milliseconds at least: a 200 us sleep between polls costs nothing measurable
-// and leaves the core to the searches.
-constexpr auto kPollSleep = std::chrono::microseconds(200);
 constexpr int kSpinsBeforeSleep = 64;
 
 void check(int rc, const char* what) {
@@ -110,13 +232,6 @@ std::optional<Message> try_receive(int source) {
     check(MPI_Recv(m.bytes.data(), count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
           "MPI_Recv");
     return m;
-}
-
-Message receive(int source) {
-    for (int spins = 0;; ++spins) {
-        if (auto m = try_receive(source)) return std::move(*m);
-        if (spins >= kSpinsBeforeSleep) std::this_thread::sleep_for(kPollSleep);
-    }
 }
 
 void send(int dest, int tag, const std::string& bytes) {
@@ -239,72 +354,45 @@ std::string SweepWorld::broadcast(const std::string& value) const {
     return out;
 }
 
-void SweepWorld::run_root(const Root& r) {
-    std::mutex mu;
-    std::map<std::size_t, SweepTaskRows> ready; // finished tasks not yet delivered
-    std::size_t first_unwritten = 0;
-    bool stop = false;
-    std::exception_ptr local_error;
-    auto take = [&]() -> std::optional<std::size_t> {
-        std::lock_guard lock(mu);
-        if (stop) return std::nullopt;
-        const std::size_t t = r.order(first_unwritten);
-        return t < r.count ? std::optional<std::size_t>(t) : std::nullopt;
-    };
-    std::thread local([&] {
-        try {
-            while (const auto t = take()) {
-                auto rows = r.compute(*t);
-                std::lock_guard lock(mu);
-                ready.emplace(*t, std::move(rows));
-            }
-        } catch (...) {
-            std::lock_guard lock(mu);
-            local_error = std::current_exception();
-        }
-    });
-    // On any exit, the local thread takes no further task and is joined (after the task it runs).
-    struct Joiner {
-        std::thread& t;
-        std::mutex& m;
-        bool& stop;
-        ~Joiner() {
-            {
-                std::lock_guard lock(m);
-                stop = true;
-            }
-            t.join();
-        }
-    } joiner{local, mu, stop};
+void SweepWorld::run_root(const SweepTasks& t, unsigned workers) {
+    workers = std::max(1U, workers);
     try {
-        int active = impl_->size - 1; // ranks not yet told to stop
+        InOrder io{t, {}, 0};
+        Pool pool(workers, t.compute);
+        unsigned running = 0;
+        int unheard = impl_->size - 1; // ranks whose first request has not come yet
+        std::size_t remote = 0;        // threads of other ranks not yet told to stop
+        // A task for a thread of `rank`, or stop.
+        auto answer = [&](int dest) {
+            const std::size_t task = io.next();
+            if (task < t.count) {
+                std::string b;
+                put_u64(b, task);
+                send(dest, kTask, b);
+            } else {
+                send(dest, kStop, std::string());
+                --remote;
+            }
+        };
         while (true) {
+            while (running < workers) {
+                const std::size_t task = io.next();
+                if (task >= t.count) break;
+                pool.push(task);
+                ++running;
+            }
             bool busy = false;
-            for (;;) {
-                SweepTaskRows rows;
-                std::size_t t = 0;
-                {
-                    std::lock_guard lock(mu);
-                    if (local_error) std::rethrow_exception(local_error);
-                    const auto it = ready.find(first_unwritten);
-                    if (it == ready.end()) break;
-                    t = it->first;
-                    rows = std::move(it->second);
-                    ready.erase(it);
-                }
-                r.deliver(t, std::move(rows));
-                std::lock_guard lock(mu);
-                ++first_unwritten;
+            for (auto& [task, rows] : pool.take_done()) {
+                io.ready.emplace(task, std::move(rows));
+                --running;
                 busy = true;
             }
-            if (active == 0) {
-                std::lock_guard lock(mu);
-                if (first_unwritten >= r.count) break;
-            }
+            busy = io.deliver() || busy;
+            if (io.done() && unheard == 0 && remote == 0) break;
             if (auto m = try_receive(MPI_ANY_SOURCE)) {
                 busy = true;
+                std::size_t pos = 0;
                 if (m->tag == kError) {
-                    std::size_t pos = 0;
                     SweepRankFailure f;
                     f.rank = m->source;
                     f.input = get_u64(m->bytes, pos) != 0;
@@ -312,23 +400,20 @@ void SweepWorld::run_root(const Root& r) {
                     f.message = get_bytes(m->bytes, pos);
                     throw SweepRankFailed(std::move(f));
                 }
-                if (m->tag == kResult) {
+                if (m->tag == kRequest) {
+                    const auto threads = static_cast<std::size_t>(get_u64(m->bytes, pos));
+                    --unheard;
+                    remote += threads;
+                    for (std::size_t i = 0; i < threads; ++i) answer(m->source);
+                } else if (m->tag == kResult) {
                     auto [task, rows] = decode_rows(m->bytes);
-                    std::lock_guard lock(mu);
-                    ready.emplace(task, std::move(rows));
-                } else if (m->tag != kRequest) {
+                    io.ready.emplace(task, std::move(rows));
+                    answer(m->source);
+                } else {
                     throw std::runtime_error(fmt::format("rank {} sent an unknown sweep message ({})", m->source, m->tag));
                 }
-                if (const auto t = take()) {
-                    std::string b;
-                    put_u64(b, *t);
-                    send(m->source, kTask, b);
-                } else {
-                    send(m->source, kStop, std::string());
-                    --active;
-                }
             }
-            if (!busy) std::this_thread::sleep_for(kPollSleep);
+            if (!busy) pool.wait_done(kPollSleep);
         }
     } catch (...) {
         abandon();
@@ -336,23 +421,39 @@ void SweepWorld::run_root(const Root& r) {
     }
 }
 
-void SweepWorld::run_worker(const std::function<SweepTaskRows(std::size_t)>& compute) {
-    send(0, kRequest, std::string());
-    for (;;) {
-        const Message m = receive(0);
-        if (m.tag == kStop) return;
-        if (m.tag != kTask) throw std::runtime_error(fmt::format("rank 0 sent an unknown sweep message ({})", m.tag));
-        std::size_t pos = 0;
-        const auto task = static_cast<std::size_t>(get_u64(m.bytes, pos));
-        SweepTaskRows rows;
-        try {
-            rows = compute(task);
-        } catch (const model::InputError& e) {
-            fail_worker({impl_->rank, impl_->host, true, e.what()});
-        } catch (const std::exception& e) {
-            fail_worker({impl_->rank, impl_->host, false, e.what()});
+void SweepWorld::run_worker(const std::function<SweepTaskRows(std::size_t)>& compute, unsigned workers) {
+    workers = std::max(1U, workers);
+    try {
+        Pool pool(workers, compute);
+        std::string hello;
+        put_u64(hello, workers);
+        send(0, kRequest, hello);
+        unsigned stops = 0, running = 0;
+        while (stops < workers || running > 0) {
+            bool busy = false;
+            for (const auto& [task, rows] : pool.take_done()) {
+                send(0, kResult, encode_rows(task, rows));
+                --running;
+                busy = true;
+            }
+            if (auto m = try_receive(0)) {
+                busy = true;
+                if (m->tag == kStop) {
+                    ++stops;
+                } else if (m->tag == kTask) {
+                    std::size_t pos = 0;
+                    pool.push(static_cast<std::size_t>(get_u64(m->bytes, pos)));
+                    ++running;
+                } else {
+                    throw std::runtime_error(fmt::format("rank 0 sent an unknown sweep message ({})", m->tag));
+                }
+            }
+            if (!busy) pool.wait_done(kPollSleep);
         }
-        send(0, kResult, encode_rows(task, rows));
+    } catch (const model::InputError& e) {
+        fail_worker({impl_->rank, impl_->host, true, e.what()});
+    } catch (const std::exception& e) {
+        fail_worker({impl_->rank, impl_->host, false, e.what()});
     }
 }
 
@@ -390,10 +491,10 @@ std::string SweepWorld::host() const {
 std::string SweepWorld::broadcast(const std::string& value) const {
     return value;
 }
-void SweepWorld::run_root(const Root&) {
+void SweepWorld::run_root(const SweepTasks&, unsigned) {
     throw std::runtime_error("this trainsim was built without MPI");
 }
-void SweepWorld::run_worker(const std::function<SweepTaskRows(std::size_t)>&) {
+void SweepWorld::run_worker(const std::function<SweepTaskRows(std::size_t)>&, unsigned) {
     throw std::runtime_error("this trainsim was built without MPI");
 }
 void SweepWorld::fail_worker(const SweepRankFailure&) {

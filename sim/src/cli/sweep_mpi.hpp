@@ -5,11 +5,14 @@
 //
 // Protocol (MPI_COMM_WORLD, only the main thread of a process calls MPI: MPI_THREAD_FUNNELED):
 // rank 0 reads the grid and the partial output, and broadcasts where the sweep starts; every other
-// rank builds the same cells and tasks from the same grid, asks rank 0 for a task, runs it, sends
-// its rows back (and so asks for the next), until rank 0 answers "stop". Rank 0 hands tasks out in
-// SweepQueue's order, runs tasks itself on one worker thread, and appends each task's rows to the
-// output in the grid's order as soon as every earlier task is in: the file is the one a single
-// process writes, byte for byte, and a killed sweep resumes from it as from a single process's.
+// rank builds the same cells and tasks from the same grid, asks rank 0 for as many tasks as it has
+// worker threads, runs them, sends each one's rows back (and so asks for the next), until rank 0
+// has answered "stop" to each of its threads. Rank 0 hands tasks out in SweepQueue's order, runs
+// tasks itself on its own worker threads, and appends each task's rows to the output in the grid's
+// order as soon as every earlier task is in: the file is the one a single process writes, byte for
+// byte, and a killed sweep resumes from it as from a single process's. Within a process the tasks
+// run on std::thread workers; the plan search keeps no mutable global state (design.md: no
+// singletons; its caches are per search or thread_local), so concurrent searches are safe.
 #pragma once
 
 #include <cstddef>
@@ -51,6 +54,22 @@ public:
     SweepRankFailure failure;
 };
 
+// A sweep's tasks as the process that writes the output sees them.
+struct SweepTasks {
+    std::size_t count = 0;
+    // The next task to start, given the first task not yet delivered; `count` when none is left.
+    // Called on the calling thread only.
+    std::function<std::size_t(std::size_t first_undelivered)> order;
+    // Runs on worker threads, several at once.
+    std::function<SweepTaskRows(std::size_t)> compute;
+    // On the calling thread, in task order.
+    std::function<void(std::size_t, SweepTaskRows)> deliver;
+};
+
+// One process: the tasks on `workers` threads (>= 1), delivered in order on this thread. A task's
+// exception is rethrown here (after the tasks running on the other threads finish).
+void run_sweep_tasks(const SweepTasks& t, unsigned workers);
+
 class SweepWorld {
 public:
     // MPI_Init_thread(MPI_THREAD_FUNNELED). Throws std::runtime_error where MPI was not built in.
@@ -70,20 +89,13 @@ public:
     // Rank 0's `value` on every rank; waited for without spinning.
     [[nodiscard]] std::string broadcast(const std::string& value) const;
 
-    // Rank 0: runs tasks [0, count) over every rank (itself on one worker thread beside the MPI
-    // loop), handing them out in `order`'s order and calling `deliver(task, rows)` on this thread in
-    // task order. `compute` runs on rank 0's worker thread. A failure on any rank (or in compute or
-    // deliver here) abandons the world and throws: SweepRankFailed for another rank's, else the
-    // local exception.
-    struct Root {
-        std::size_t count = 0;
-        std::function<std::size_t(std::size_t first_unwritten)> order; // next task; count when none is left
-        std::function<SweepTaskRows(std::size_t)> compute;
-        std::function<void(std::size_t, SweepTaskRows)> deliver;
-    };
-    void run_root(const Root& r);
-    // Every other rank: asks rank 0 for tasks and runs them until it says stop.
-    void run_worker(const std::function<SweepTaskRows(std::size_t)>& compute);
+    // Rank 0: the tasks over every rank, `workers` of them at once on this rank's threads beside
+    // the MPI loop, delivered in task order on this thread. A failure on any rank (or here)
+    // abandons the world and throws: SweepRankFailed for another rank's, else the local exception.
+    void run_root(const SweepTasks& t, unsigned workers);
+    // Every other rank: asks rank 0 for `workers` tasks at once, runs them on as many threads and
+    // sends each one's rows back (which asks for the next), until rank 0 says stop for each.
+    void run_worker(const std::function<SweepTaskRows(std::size_t)>& compute, unsigned workers);
     // Every other rank, when it cannot take part (its own grid could not be read): tells rank 0,
     // which stops the sweep with this message, and waits to be ended.
     [[noreturn]] void fail_worker(const SweepRankFailure& why);
