@@ -157,10 +157,6 @@ struct InOrder {
     bool done() const { return first_undelivered >= t.count; }
 };
 
-// A task finishes in milliseconds at the least: waiting 200 us between polls costs nothing
-// measurable and leaves the cores to the searches.
-constexpr auto kPollSleep = std::chrono::microseconds(200);
-
 } // namespace
 
 void run_sweep_tasks(const SweepTasks& t, unsigned workers) {
@@ -190,6 +186,9 @@ namespace {
 
 enum Tag : int { kRequest = 1, kResult = 2, kError = 3, kTask = 4, kStop = 5 };
 
+// A task finishes in milliseconds at the least: waiting 200 us between polls costs nothing
+// measurable and leaves the cores to the searches.
+constexpr auto kPollSleep = std::chrono::microseconds(200);
 constexpr int kSpinsBeforeSleep = 64;
 
 void check(int rc, const char* what) {

@@ -52,6 +52,14 @@ std::string fixed(const json& r, const char* k, int decimals) {
     const auto v = num(r, k);
     return v ? grouped(*v, decimals) : std::string(kDash);
 }
+// Days: one decimal, or three significant digits under 10 days (a small model's test run).
+std::string days_text(double d) {
+    return d >= 10 ? grouped(d, 1) : fmt::format("{:.3g}", d);
+}
+std::string days(const json& r, const char* k) {
+    const auto v = num(r, k);
+    return v ? days_text(*v) : std::string(kDash);
+}
 
 // "gpu bf16 list": the cell's labels but its model ("-" for an axis the grid does not have).
 std::string cell_label(const json& r) {
@@ -119,8 +127,8 @@ std::string table(const std::vector<json>& rows, bool expected) {
         const auto lo = num(r, p10), hi = num(r, p90);
         s += fmt::format("<td class=\"layout\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                          "<td>{}</td><td>ok</td></tr>\n",
-                         esc(sweep_layout_words(r)), fixed(r, "days_to_train", 1), fixed(r, "expected_days", 1),
-                         lo && hi ? fmt::format("{}\u2013{}", grouped(*lo, 1), grouped(*hi, 1)) : std::string(kDash),
+                         esc(sweep_layout_words(r)), days(r, "days_to_train"), days(r, "expected_days"),
+                         lo && hi ? fmt::format("{}\u2013{}", days_text(*lo), days_text(*hi)) : std::string(kDash),
                          money(r, "cost"), money(r, "expected_cost"), fixed(r, "energy_kwh", 0));
     }
     s += "</tbody></table></div>\n";
@@ -252,10 +260,10 @@ std::string frontier(std::size_t index, const std::string& model, const std::vec
             const bool f = pareto(r);
             body += fmt::format(
                 "<circle class=\"{}\" data-row=\"{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"{}><title>{}: "
-                "{} GPUs, {:.1f} days, {}{}</title></circle>",
+                "{} GPUs, {} days, {}{}</title></circle>",
                 f ? "pt front" : "pt", p.row, xpos(p.days), ypos(p.cost), f ? 6 : 4, col,
                 f ? " stroke=\"#222\" stroke-width=\"1.5\"" : " opacity=\"0.75\"", esc(cell_label(r)),
-                fixed(r, "num_gpus", 0), p.days, esc(model::format_money(p.cost, str(r, "currency"))),
+                fixed(r, "num_gpus", 0), days_text(p.days), esc(model::format_money(p.cost, str(r, "currency"))),
                 f ? " (front)" : "");
         }
         items.push_back({cell_label(rows[pts.front().row]), col});
