@@ -12,6 +12,7 @@
 #include "trainsim/sim/report/sweep_html.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -394,7 +395,13 @@ struct CoreUse {
 };
 CoreUse core_use(const SweepArgs& a, const SweepWorld* w, std::size_t tasks) {
     const unsigned hw = std::max(1U, std::thread::hardware_concurrency());
-    const unsigned cores = std::max(1U, hw / static_cast<unsigned>(w != nullptr ? std::max(1, w->local_size()) : 1));
+    unsigned cores = std::max(1U, hw / static_cast<unsigned>(w != nullptr ? std::max(1, w->local_size()) : 1));
+    // A launcher that binds the process to fewer cores (Open MPI binds each of 2 ranks to a core,
+    // srun --cpus-per-task to its CPUs): those, or its threads would share them.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        cores = std::min(cores, std::max(1U, static_cast<unsigned>(CPU_COUNT(&set))));
     CoreUse c;
     c.jobs = a.jobs != 0 ? a.jobs
                          : static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(cores, tasks)));
