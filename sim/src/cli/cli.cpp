@@ -126,10 +126,19 @@ int run_cli(int argc, char** argv) {
     sweep_cmd->add_flag("--resume", sweep_args.resume, "continue the sweep in OUT.partial (a killed sweep)");
     sweep_cmd->add_flag("--force", sweep_args.force, "start over: replace OUT (when done) and drop OUT.partial");
     sweep_cmd->add_option("--data-dir", sweep_args.data_dir, "folder with models/ and hardware/");
-    sweep_cmd->add_option("--threads", sweep_args.threads, "worker threads per search (default: all cores)");
+    sweep_cmd->add_option("--jobs,-j", sweep_args.jobs,
+                          "searches at once in this process, on as many threads (default: one per core, up to the "
+                          "searches; under mpirun the node's cores are shared by its ranks)");
+    sweep_cmd->add_option("--threads", sweep_args.threads,
+                          "worker threads per search (default: the cores left to each of the --jobs)");
+    sweep_cmd->add_option("--html", sweep_args.html,
+                          "also write the market table as a self-contained HTML page here (- for standard output)");
     sweep_cmd->add_flag("--json", sweep_args.json, "without --out: print the rows as JSON lines");
     sweep_cmd->add_flag("--csv", sweep_args.csv, "without --out: print the rows as CSV")->excludes("--json");
-    sweep_cmd->add_flag("--quiet,-q", sweep_args.quiet, "no progress bar");
+    auto* sweep_quiet = sweep_cmd->add_flag("--quiet,-q", sweep_args.quiet, "no progress bar");
+    sweep_cmd->add_flag("--progress", sweep_args.progress,
+                        "the progress line (cells done and time left) on standard error even when it is not a terminal")
+        ->excludes(sweep_quiet);
 
     auto* emc = app.add_subcommand("error-model",
                                    "run validate on published-measurement files and write the error-band table "

@@ -209,12 +209,15 @@ struct SweepArgs {
     std::string grid;
     std::string out; // .csv or .jsonl; empty: a table (or --csv / --json lines) on standard output
     std::string data_dir;
+    std::string html; // the market table page; empty: none
     bool resume = false;
     bool force = false;
     bool json = false;
     bool csv = false;
     bool quiet = false;
-    unsigned threads = 0;
+    bool progress = false; // the progress line even when standard error is not a terminal
+    unsigned threads = 0;  // per search; 0: the cores left to each of the `jobs`
+    unsigned jobs = 0;     // searches at once in this process; 0: one per core (up to the searches)
 };
 int run_sweep(const SweepArgs& a);
 std::string layout_words(const nlohmann::json& row);
