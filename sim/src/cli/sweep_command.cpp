@@ -287,7 +287,8 @@ std::vector<nlohmann::json> cell_rows(const model::SweepGrid& g, const model::Sw
 } // namespace
 
 int run_sweep(const SweepArgs& a) {
-    const auto grid = model::load_sweep_grid(a.grid);
+    const auto grid = a.grid_text ? model::load_sweep_grid_text(*a.grid_text, a.grid, fs::current_path())
+                                  : model::load_sweep_grid(a.grid);
     Output o;
     if (!a.out.empty()) {
         o.final_path = a.out;
@@ -421,7 +422,9 @@ int run_sweep(const SweepArgs& a) {
                                  o.final_path.string(), searches, seconds);
         return kExitOk;
     }
-    if (a.json) {
+    if (a.json && a.json_out) {
+        *a.json_out = nlohmann::json(std::move(all));
+    } else if (a.json) {
         for (const auto& r : all) std::cout << r.dump() << "\n";
     } else if (a.csv) {
         std::cout << csv_line(columns(), nullptr);
