@@ -112,7 +112,11 @@ json to_json(py::handle h, const std::string& path) {
         for (auto item : h) arr.push_back(to_json(item, fmt::format("{}[{}]", path, i++)));
         return arr;
     }
-    // NumPy scalars and the like: integers by __index__, reals by __float__.
+    // NumPy scalars and the like: numpy.bool_ as a bool (its __index__ would make it 0 or 1),
+    // integers by __index__, reals by __float__.
+    if (const auto t = py::type::of(h); py::str(t.attr("__module__")).cast<std::string>() == "numpy" &&
+                                        py::str(t.attr("__name__")).cast<std::string>() == "bool_")
+        return PyObject_IsTrue(h.ptr()) == 1;
     if (py::hasattr(h, "__index__")) return to_json(py::reinterpret_steal<py::object>(PyNumber_Index(h.ptr())), path);
     if (py::hasattr(h, "__float__")) return to_json(py::float_(py::reinterpret_borrow<py::object>(h)), path);
     raise_value_error(kDictName, path, fmt::format("a {} is not a scenario value (str, int, float, bool, None, list or dict)",
