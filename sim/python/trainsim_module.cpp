@@ -75,7 +75,9 @@ py::object& error_type() {
 
 // ---- Python -> JSON (a dict scenario) ----
 
-std::string child(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+std::string child(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+}
 
 json to_json(py::handle h, const std::string& path) {
     if (h.is_none()) return nullptr;
@@ -119,8 +121,9 @@ json to_json(py::handle h, const std::string& path) {
         return PyObject_IsTrue(h.ptr()) == 1;
     if (py::hasattr(h, "__index__")) return to_json(py::reinterpret_steal<py::object>(PyNumber_Index(h.ptr())), path);
     if (py::hasattr(h, "__float__")) return to_json(py::float_(py::reinterpret_borrow<py::object>(h)), path);
-    raise_value_error(kDictName, path, fmt::format("a {} is not a scenario value (str, int, float, bool, None, list or dict)",
-                                        py::type::of(h).attr("__name__").cast<std::string>()));
+    raise_value_error(kDictName, path,
+                      fmt::format("a {} is not a scenario value (str, int, float, bool, None, list or dict)",
+                                  py::type::of(h).attr("__name__").cast<std::string>()));
 }
 
 // ---- JSON -> Python (the result) ----
@@ -134,31 +137,36 @@ py::str utf8(const std::string& s) {
 
 py::object to_python(const json& j) {
     switch (j.type()) {
-    case json::value_t::null:
-    case json::value_t::discarded: return py::none();
-    case json::value_t::boolean: return py::bool_(j.get<bool>());
-    case json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
-    case json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
-    case json::value_t::number_float: {
-        // The CLI's dump writes a non-finite number as null.
-        const double v = j.get<double>();
-        return std::isfinite(v) ? py::object(py::float_(v)) : py::object(py::none());
-    }
-    case json::value_t::string: return utf8(j.get_ref<const std::string&>());
-    case json::value_t::array: {
-        py::list l;
-        for (const auto& e : j) l.append(to_python(e));
-        return l;
-    }
-    case json::value_t::object: {
-        py::dict d;
-        for (const auto& [k, v] : j.items()) d[utf8(k)] = to_python(v);
-        return d;
-    }
-    case json::value_t::binary: {
-        const auto& b = j.get_binary();
-        return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
-    }
+        case json::value_t::null:
+        case json::value_t::discarded:
+            return py::none();
+        case json::value_t::boolean:
+            return py::bool_(j.get<bool>());
+        case json::value_t::number_integer:
+            return py::int_(j.get<std::int64_t>());
+        case json::value_t::number_unsigned:
+            return py::int_(j.get<std::uint64_t>());
+        case json::value_t::number_float: {
+            // The CLI's dump writes a non-finite number as null.
+            const double v = j.get<double>();
+            return std::isfinite(v) ? py::object(py::float_(v)) : py::object(py::none());
+        }
+        case json::value_t::string:
+            return utf8(j.get_ref<const std::string&>());
+        case json::value_t::array: {
+            py::list l;
+            for (const auto& e : j) l.append(to_python(e));
+            return l;
+        }
+        case json::value_t::object: {
+            py::dict d;
+            for (const auto& [k, v] : j.items()) d[utf8(k)] = to_python(v);
+            return d;
+        }
+        case json::value_t::binary: {
+            const auto& b = j.get_binary();
+            return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+        }
     }
     return py::none();
 }
@@ -207,7 +215,8 @@ py::object simulate_or_compare(py::handle scenario, bool side_by_side, const std
     c.stack = stack;
     c.all_ranks = all_ranks;
     c.json = true;
-    if (trace == "-") raise_value_error("trainsim.simulate", "trace", "'-' (standard output) is for the CLI: give a file name");
+    if (trace == "-")
+        raise_value_error("trainsim.simulate", "trace", "'-' (standard output) is for the CLI: give a file name");
     c.trace = trace;
     return to_python(run_command([&](json& out) {
         c.json_out = &out;
@@ -227,8 +236,10 @@ std::vector<int> gpu_counts(py::handle h) {
             raise_value_error("trainsim.plan", "gpus", fmt::format("{} is not in 1 to {}", n, cli::kMaxPlanGpus));
         out.push_back(static_cast<int>(n));
     };
-    if (py::isinstance<py::int_>(h)) one(h);
-    else if (py::isinstance<py::str>(h)) throw py::type_error("gpus: an int or a list of ints, not a str");
+    if (py::isinstance<py::int_>(h))
+        one(h);
+    else if (py::isinstance<py::str>(h))
+        throw py::type_error("gpus: an int or a list of ints, not a str");
     else
         for (auto v : h) one(v);
     return out;
@@ -240,8 +251,8 @@ std::string text_of(py::handle h, const char* name) {
     if (py::isinstance<py::str>(h)) return h.cast<std::string>();
     if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) return fmt::format("{}", h.cast<long long>());
     if (py::isinstance<py::float_>(h)) return fmt::format("{}", h.cast<double>());
-    throw py::type_error(fmt::format("{}: a str or a number, not a {}", name,
-                                     py::type::of(h).attr("__name__").cast<std::string>()));
+    throw py::type_error(
+        fmt::format("{}: a str or a number, not a {}", name, py::type::of(h).attr("__name__").cast<std::string>()));
 }
 
 template <class T>
@@ -304,7 +315,8 @@ all_ranks: simulate every rank (slower, same result).)";
     m.def(
         "compare",
         [](const py::object& scenario, const std::string& data_dir, const std::string& profile,
-           const std::string& stack, bool all_ranks) { return simulate_or_compare(scenario, true, data_dir, profile, stack, all_ranks, ""); },
+           const std::string& stack,
+           bool all_ranks) { return simulate_or_compare(scenario, true, data_dir, profile, stack, all_ranks, ""); },
         py::arg("scenario"), py::kw_only(), py::arg("data_dir") = "", py::arg("profile") = "", py::arg("stack") = "",
         py::arg("all_ranks") = false,
         (std::string("A scenario's plans side by side: what `trainsim compare FILE --json` prints (the same JSON as "
@@ -316,14 +328,13 @@ all_ranks: simulate every rank (slower, same result).)";
         "plan",
         [](const py::object& scenario, const std::string& data_dir, const std::string& profile,
            const std::string& stack, const std::string& model, const std::string& gpu, const py::object& gpus,
-           const py::object& tokens,
-           std::optional<int> seq_len, std::optional<int> global_batch, std::optional<std::string> precision,
-           std::optional<double> price, std::optional<std::string> currency, std::optional<long long> top,
-           const std::string& rank, std::optional<double> deadline_days, std::optional<double> budget,
-           std::optional<int> max_micro_batch, const py::object& memory_headroom, bool try_without_sp, bool no_prune,
-           unsigned threads, std::optional<std::string> days, std::optional<std::string> checkpoint_bandwidth,
-           std::optional<double> gpu_mtbf_hours, std::optional<double> restart_minutes, bool max_tokens,
-           std::vector<std::string> models, bool no_offload) {
+           const py::object& tokens, std::optional<int> seq_len, std::optional<int> global_batch,
+           std::optional<std::string> precision, std::optional<double> price, std::optional<std::string> currency,
+           std::optional<long long> top, const std::string& rank, std::optional<double> deadline_days,
+           std::optional<double> budget, std::optional<int> max_micro_batch, const py::object& memory_headroom,
+           bool try_without_sp, bool no_prune, unsigned threads, std::optional<std::string> days,
+           std::optional<std::string> checkpoint_bandwidth, std::optional<double> gpu_mtbf_hours,
+           std::optional<double> restart_minutes, bool max_tokens, std::vector<std::string> models, bool no_offload) {
             cli::PlanArgs a;
             if (!scenario.is_none()) {
                 const auto src = source(scenario, "scenario");
@@ -373,8 +384,8 @@ all_ranks: simulate every rank (slower, same result).)";
         py::arg("budget") = py::none(), py::arg("max_micro_batch") = py::none(),
         py::arg("memory_headroom") = py::none(), py::arg("try_without_sp") = false, py::arg("no_prune") = false,
         py::arg("threads") = 0u, py::arg("days") = py::none(), py::arg("checkpoint_bandwidth") = py::none(),
-        py::arg("gpu_mtbf_hours") = py::none(), py::arg("restart_minutes") = py::none(),
-        py::arg("max_tokens") = false, py::arg("models") = std::vector<std::string>{}, py::arg("no_offload") = false,
+        py::arg("gpu_mtbf_hours") = py::none(), py::arg("restart_minutes") = py::none(), py::arg("max_tokens") = false,
+        py::arg("models") = std::vector<std::string>{}, py::arg("no_offload") = false,
         R"(Searches the parallel layouts of a scenario's first plan, or of the plan the keywords describe
 (model, gpu, gpus: `trainsim plan --model M --gpu G --gpus N`), and ranks them: what
 `trainsim plan ... --json` prints ({'plans': [...], 'search': {...}, 'frontier': [...] with several
