@@ -164,11 +164,9 @@ int run_cli(int argc, char** argv) {
         ->check(non_empty_path);
     plan_cmd->add_option("--model", plan_args.model, "model preset id (e.g. llama2-70b)");
     plan_cmd->add_option("--gpu", plan_args.gpu, "hardware profile id (e.g. h100-sxm)");
-    // At most 65,536 GPUs: the largest clusters built are ~100k GPUs, the largest published run
-    // used 16,384 (Llama 3); beyond, the search's per-GPU topology and groups exhaust the memory.
     plan_cmd->add_option("--gpus", plan_args.gpus, "GPU count(s) to search, e.g. 64 or 32,64 (1 to 65536)")
         ->delimiter(',')
-        ->check(CLI::Range(1, 65536));
+        ->check(CLI::Range(1, kMaxPlanGpus));
     plan_cmd->add_option("--tokens", plan_args.tokens, "tokens to train on, e.g. 1T (default: 20 per parameter, compute-optimal)");
     plan_cmd->add_option("--seq-len", plan_args.seq_len, "sequence length (default 4096)");
     plan_cmd->add_option("--global-batch", plan_args.global_batch, "sequences per step (default 1024)");

@@ -53,6 +53,10 @@ namespace fs = std::filesystem;
 
 struct Common {
     std::string file;
+    // The scenario as YAML text held in memory (the Python module's dict); `file` names it in messages.
+    std::optional<std::string> text;
+    // With json: the JSON goes here instead of standard output (the Python module returns it).
+    nlohmann::json* json_out = nullptr;
     std::string data_dir;
     std::string profile;
     std::string stack;  // --stack: a stack profile for every plan
@@ -90,8 +94,15 @@ struct CollectiveArgs {
     bool json = false;
 };
 
+// `plan --gpus`: at most 65,536 GPUs: the largest clusters built are ~100k GPUs, the largest
+// published run used 16,384 (Llama 3); beyond, the search's per-GPU topology and groups exhaust the
+// memory.
+inline constexpr int kMaxPlanGpus = 65536;
+
 struct PlanArgs {
     std::string file;
+    std::optional<std::string> text;   // as Common::text
+    nlohmann::json* json_out = nullptr; // as Common::json_out
     std::string memory_headroom; // a fraction ("5%"); empty: kMemoryHeadroomFraction
     std::string data_dir;
     std::string profile;
@@ -207,6 +218,11 @@ std::optional<model::ValidationCluster> checked_cluster(const ClusterFlags& f, c
 // trainsim sweep (sweep_command.cpp)
 struct SweepArgs {
     std::string grid;
+    // The grid as YAML text held in memory (the Python module's dict; its relative paths are read
+    // from the current directory); `grid` names it in messages.
+    std::optional<std::string> grid_text;
+    // With json and no out: the rows go here (an array) instead of standard output.
+    nlohmann::json* json_out = nullptr;
     std::string out; // .csv or .jsonl; empty: a table (or --csv / --json lines) on standard output
     std::string data_dir;
     std::string html; // the market table page; empty: none

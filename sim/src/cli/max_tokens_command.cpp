@@ -129,7 +129,10 @@ int run_max_tokens(const PlanArgs& a, const model::Plan& base, const SearchOptio
             j["max_tokens"]["best"] = best ? count_json(v[*best]) : nlohmann::json(nullptr);
             j["max_tokens"]["search"] = {{"enumerated", stats.enumerated}, {"simulated", stats.simulated},
                                          {"seconds", stats.seconds}};
-            std::cout << j.dump(2) << "\n";
+            if (a.json_out)
+                *a.json_out = std::move(j);
+            else
+                std::cout << j.dump(2) << "\n";
         } else {
             std::cout << fmt::format("{} on {} ({}), global batch {} x {} tokens\n", base.model.name, base.hardware.name,
                                      model::to_string(base.precision), base.training.global_batch,
@@ -230,7 +233,10 @@ int run_max_tokens(const PlanArgs& a, const model::Plan& base, const SearchOptio
                                                       {"plan", plan_json(answers[*largest].at_optimal->plan,
                                                                          answers[*largest].at_optimal->estimate)}}
                                      : nlohmann::json(nullptr);
-        std::cout << j.dump(2) << "\n";
+        if (a.json_out)
+            *a.json_out = std::move(j);
+        else
+            std::cout << j.dump(2) << "\n";
     } else {
         std::cout << fmt::format("the largest model trained on its compute-optimal tokens ({:.0f} per parameter, "
                                  "Hoffmann et al. 2022) within {} ({}), on {} ({}):\n",

@@ -25,13 +25,13 @@ model::Plan plan_base(const PlanArgs& a) {
     opts.data_dir = data_dir(a.data_dir);
     if (!a.profile.empty()) opts.profile_override = fs::path(a.profile);
     if (!a.stack.empty()) opts.stack_override = fs::path(a.stack);
-    if (!a.file.empty()) {
+    if (!a.file.empty() || a.text) {
         if (!a.model.empty() || !a.gpu.empty() || a.tokens)
             plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
         if (a.price)
             plan_arg_error("--price",
                            "belongs to the flag form; with a scenario FILE the price is its pricing section");
-        auto sc = model::load_scenario(a.file, opts);
+        auto sc = a.text ? model::load_scenario_text(*a.text, a.file, opts) : model::load_scenario(a.file, opts);
         for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
         if (!a.profile.empty()) note_profile_override(a.profile, sc.plans.size());
         if (sc.plans.size() > 1)
@@ -547,7 +547,10 @@ int run_plan_search(const PlanArgs& a) {
                 j["gpu_only_alternative"] = gj;
             }
             if (advice) j["fit_advice"] = fit_advice_json(*advice);
-            std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+            if (a.json_out)
+                *a.json_out = std::move(j);
+            else
+                std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         } else if (a.frontier_csv) {
             // One row per GPU count: its best plan's columns, and whether it is on the Pareto front
             // (only num_gpus and pareto where no layout of that count qualifies).

@@ -102,7 +102,7 @@ model::Scenario load(const Common& c) {
     opts.data_dir = data_dir(c.data_dir);
     if (!c.profile.empty()) opts.profile_override = fs::path(c.profile);
     if (!c.stack.empty()) opts.stack_override = fs::path(c.stack);
-    auto sc = model::load_scenario(c.file, opts);
+    auto sc = c.text ? model::load_scenario_text(*c.text, c.file, opts) : model::load_scenario(c.file, opts);
     for (const auto& w : sc.warnings) std::cerr << "trainsim: warning: " << w << "\n";
     if (!c.profile.empty()) note_profile_override(c.profile, sc.plans.size());
     return sc;
@@ -124,6 +124,10 @@ std::size_t terminal_width() {
 void print_results(const Common& c, const model::Scenario& scenario, const std::vector<PlanResult>& results,
                    bool side_by_side) {
     if (c.trace == "-") return; // stdout carries the trace
+    if (c.json && c.json_out) {
+        *c.json_out = results_json(results);
+        return;
+    }
     if (c.json) {
         std::cout << results_json(results).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"; // with the same advice
         return;

@@ -311,6 +311,12 @@ struct Prepared {
     bool share = false;
 };
 
+// The grid, from its file or from text in memory (the Python module's dict, docs/python.md).
+model::SweepGrid read_grid(const SweepArgs& a) {
+    return a.grid_text ? model::load_sweep_grid_text(*a.grid_text, a.grid, fs::current_path())
+                       : model::load_sweep_grid(a.grid);
+}
+
 Prepared prepare(model::SweepGrid grid, const SweepArgs& a) {
     Prepared p;
     p.grid = std::move(grid);
@@ -515,7 +521,7 @@ int run_sweep_worker(const SweepArgs& a, SweepWorld& w) {
     const std::string root_fp = go.substr(space + 1);
     std::optional<Prepared> p;
     try {
-        p.emplace(prepare(model::load_sweep_grid(a.grid), a));
+        p.emplace(prepare(read_grid(a), a));
         if (p->fp != root_fp)
             sweep_error(a.grid, "mpirun",
                         fmt::format("this rank reads another grid file than rank 0 ({}: fingerprint {}, rank 0's "
@@ -568,7 +574,7 @@ int run_sweep(const SweepArgs& a) {
     int fd = -1;
     Resumed resumed;
     try {
-        auto grid = model::load_sweep_grid(a.grid);
+        auto grid = read_grid(a);
         if (!a.out.empty()) {
             o.final_path = a.out;
             const auto ext = o.final_path.extension().string();
@@ -704,7 +710,9 @@ int run_sweep(const SweepArgs& a) {
         if (!note.empty()) std::cerr << "trainsim: " << note << "\n";
     }
     if (fd >= 0 || a.html == "-") return kExitOk; // with --html -, standard output carries the page
-    if (a.json) {
+    if (a.json && a.json_out) {
+        *a.json_out = nlohmann::json(std::move(all));
+    } else if (a.json) {
         for (const auto& r : all) std::cout << r.dump() << "\n";
     } else if (a.csv) {
         std::cout << csv_line(columns(), nullptr);
