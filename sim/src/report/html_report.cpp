@@ -4,6 +4,7 @@
 #include "trainsim/sim/run/billing.hpp"
 
 #include "pipeline_chart.hpp"
+#include "page_style.hpp"
 #include "svg_charts.hpp"
 
 #include <fmt/format.h>
@@ -475,28 +476,15 @@ std::string scaling_section(const std::vector<PlanResult>& results, const std::v
     return s;
 }
 
+// The report's own rules, after the shared page style (page_style.hpp).
 constexpr std::string_view kCss = R"(
-:root { color-scheme: light; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; max-width: 1000px;
-       margin: 24px auto; padding: 0 16px; }
-h1 { font-size: 22px; margin: 0 0 4px; }
-h2 { font-size: 17px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid #ddd; }
-.meta, .note { color: #555; font-size: 13px; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; }
-tbody th { text-align: left; font-weight: 600; color: #444; white-space: nowrap; }
-thead th { vertical-align: bottom; border-bottom: 2px solid #ccc; max-width: 220px; }
-thead th:first-child { text-align: left; }
+tbody th { white-space: nowrap; }
+thead th { max-width: 220px; }
 #scaling-table tbody th { white-space: normal; min-width: 260px; }
 .nofit { color: #b00020; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 6px; }
-svg { display: block; max-width: 100%; height: auto; margin: 8px 0; }
-svg text { font: 12px system-ui, sans-serif; fill: #333; }
 svg text.label { font-weight: 600; }
 svg text.nofit { fill: #b00020; }
-svg .axis { stroke: #888; }
-svg .grid { stroke: #eee; }
 )";
 
 } // namespace
@@ -511,7 +499,8 @@ std::string html_report(const std::string& title, const std::string& scenario_fi
     std::string s;
     s += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
     s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-    s += fmt::format("<title>trainsim report: {}</title>\n<style>{}</style>\n</head>\n<body>\n", esc(heading), kCss);
+    s += fmt::format("<title>trainsim report: {}</title>\n<style>{}{}</style>\n</head>\n<body>\n", esc(heading),
+                     report_style::kPageCss, kCss);
     s += fmt::format("<h1>{}</h1>\n", esc(heading));
     s += fmt::format(
         "<p class=\"meta\">trainsim report of <code>{}</code>: {} plan{}. Figures are simulated, "

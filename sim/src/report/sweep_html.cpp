@@ -3,6 +3,7 @@
 
 #include "trainsim/model/core/text_format.hpp"
 
+#include "page_style.hpp"
 #include "svg_charts.hpp"
 
 #include <fmt/format.h>
@@ -277,25 +278,12 @@ std::string frontier(std::size_t index, const std::string& model, const std::vec
     return s;
 }
 
+// The market table's own rules, after the shared page style (page_style.hpp): wider, one line per row.
 constexpr std::string_view kCss = R"(
-:root { color-scheme: light; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; max-width: 1200px;
-       margin: 24px auto; padding: 0 16px; }
-h1 { font-size: 22px; margin: 0 0 4px; }
-h2 { font-size: 17px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid #ddd; }
-.meta, .note { color: #555; font-size: 13px; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
-tbody th { text-align: left; font-weight: 600; color: #444; }
-thead th { vertical-align: bottom; border-bottom: 2px solid #ccc; }
-thead th:first-child { text-align: left; }
+body { max-width: 1200px; }
+th, td { padding: 3px 8px; white-space: nowrap; }
 td.layout { text-align: left; font-family: ui-monospace, monospace; font-size: 12px; }
 tr.nofit td { color: #b00020; }
-svg { display: block; max-width: 100%; height: auto; margin: 8px 0; }
-svg text { font: 12px system-ui, sans-serif; fill: #333; }
-svg .axis { stroke: #888; }
-svg .grid { stroke: #eee; }
 )";
 
 } // namespace
@@ -315,7 +303,8 @@ std::string sweep_html(const SweepPage& page, const std::vector<json>& rows) {
     std::string s;
     s += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
     s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-    s += fmt::format("<title>trainsim sweep: {}</title>\n<style>{}</style>\n</head>\n<body>\n", esc(heading), kCss);
+    s += fmt::format("<title>trainsim sweep: {}</title>\n<style>{}{}</style>\n</head>\n<body>\n", esc(heading),
+                     report_style::kPageCss, kCss);
     s += fmt::format("<h1>{}</h1>\n", esc(heading));
     s += fmt::format(
         "<p class=\"meta\">trainsim sweep of <code>{}</code>: {} cells \u00d7 {} GPU counts = {} rows, the best plan "
