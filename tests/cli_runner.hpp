@@ -15,12 +15,9 @@ struct CliRun {
     std::string out;    // standard output (standard error is discarded)
 };
 
-// `args` follow the executable, shell-quoted by the caller; TRAINSIM_DATA_DIR points at the
-// shipped scenarios/ data.
-// `with_stderr`: standard error is captured too, after standard output's lines as they interleave.
-inline CliRun run_trainsim(const std::string& args, bool with_stderr = false) {
-    const std::string cmd = std::string("TRAINSIM_DATA_DIR='") + TRAINSIM_TEST_DATA_DIR + "' '" + TRAINSIM_EXE + "' " +
-                            args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+// Runs `cmd` through the shell (popen): its exit status (-1 when it did not exit normally) and
+// what it wrote on standard output.
+inline CliRun run_command(const std::string& cmd) {
     CliRun r;
     std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
     if (!pipe) throw std::runtime_error("cannot start: " + cmd);
@@ -29,6 +26,14 @@ inline CliRun run_trainsim(const std::string& args, bool with_stderr = false) {
     const int status = pclose(pipe.release());
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return r;
+}
+
+// `args` follow the executable, shell-quoted by the caller; TRAINSIM_DATA_DIR points at the
+// shipped scenarios/ data.
+// `with_stderr`: standard error is captured too, after standard output's lines as they interleave.
+inline CliRun run_trainsim(const std::string& args, bool with_stderr = false) {
+    return run_command(std::string("TRAINSIM_DATA_DIR='") + TRAINSIM_TEST_DATA_DIR + "' '" + TRAINSIM_EXE + "' " +
+                       args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 } // namespace trainsim::test

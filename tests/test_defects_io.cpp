@@ -9,6 +9,7 @@
 #include "trainsim/calibrate/core/calibrate_error.hpp"
 #include "trainsim/calibrate/measure/measure.hpp"
 
+#include "cli_runner.hpp"
 #include "test_calibrate_support.hpp"
 
 #include <fmt/format.h>
@@ -45,15 +46,8 @@ struct Run {
 // Runs `sh -c` on `command` in `dir`; the binaries started through trainsim_exe() / calibrate_exe()
 // are stopped after 20 s, so a hang fails the test instead of blocking the suite.
 Run shell(const fs::path& dir, const std::string& command) {
-    const std::string cmd = fmt::format("cd '{}' && {}", dir.string(), command);
-    Run r;
-    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-    if (!pipe) throw std::runtime_error("cannot start: " + cmd);
-    std::array<char, 4096> buf{};
-    while (std::fgets(buf.data(), buf.size(), pipe.get()) != nullptr) r.out += buf.data();
-    const int status = pclose(pipe.release());
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    const auto c = test::run_command(fmt::format("cd '{}' && {}", dir.string(), command));
+    return Run{c.rc, c.out};
 }
 
 std::string trainsim_exe() {

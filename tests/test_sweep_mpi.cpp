@@ -25,14 +25,7 @@ namespace {
 test::CliRun mpirun_trainsim(int ranks, const std::string& args) {
     const std::string cmd = fmt::format("'{}' --allow-run-as-root --oversubscribe -n {} '{}' {} --data-dir '{}' 2>&1",
                                         TRAINSIM_MPIEXEC, ranks, TRAINSIM_EXE, args, TRAINSIM_TEST_DATA_DIR);
-    test::CliRun r;
-    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-    if (!pipe) throw std::runtime_error("cannot start: " + cmd);
-    std::array<char, 4096> buf{};
-    while (std::fgets(buf.data(), buf.size(), pipe.get()) != nullptr) r.out += buf.data();
-    const int status = pclose(pipe.release());
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return test::run_command(cmd);
 }
 
 // The byte length of the first `lines` lines of `text`.
