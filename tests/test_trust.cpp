@@ -8,8 +8,10 @@
 #include "trainsim/sim/validate/validate.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -422,4 +424,33 @@ TEST_CASE("leave-file-out coverage judges each file with a table built from the 
     CHECK(one[0].left_out_basis == 0);
     CHECK(one[0].left_out.rows == 0);
     CHECK(one[0].in_sample.rows == one[0].rows);
+}
+
+TEST_CASE("a GPU without NVLink is outside the evidence whatever cluster.intra_node says", "[trust][cards]") {
+    // The L20 has no NVLink (nvlink_bandwidth "0 GB/s", scenarios/hardware/l20.yaml): its node's
+    // GPUs meet over PCIe even with the default intra_node: nvswitch, and every published run the
+    // bands come from used NVSwitch, so the band says so and widens. The same plan on H100 SXM
+    // (NVSwitch) carries no such reason.
+    const auto m = shipped_error_model();
+    model::LoadOptions opts;
+    opts.data_dir = TRAINSIM_TEST_DATA_DIR;
+    auto scenario = [&](const char* gpu) {
+        return model::load_scenario_text(fmt::format(R"(model: llama2-7b
+training: {{tokens: 100B, seq_len: 4096, global_batch: 256, micro_batch: 1}}
+parallel: {{tp: 1, pp: 1, dp: 8, sharding: zero3}}
+precision: bf16
+cluster: {{gpu: {}, nodes: 1, gpus_per_node: 8}}
+)",
+                                                     gpu),
+                                         "nvlink.yaml", opts)
+            .plans.front();
+    };
+    auto says_pcie = [](const sim::Band& b) {
+        return std::any_of(b.out_of_domain.begin(), b.out_of_domain.end(),
+                           [](const std::string& w) { return w.find("no NVLink") != std::string::npos; });
+    };
+    const auto l20 = scenario("l20");
+    REQUIRE(l20.cluster.intra == model::IntraFabric::nvswitch);  // the default, as written
+    CHECK(says_pcie(sim::band_for(m, l20)));
+    CHECK_FALSE(says_pcie(sim::band_for(m, scenario("h100-sxm"))));
 }

@@ -378,7 +378,11 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
     };
     feature(f.cp, e.cp_rows, "context parallelism");
     feature(f.tp_across_nodes, e.tp_across_nodes_rows, "TP across nodes");
-    if (plan.cluster.intra != model::IntraFabric::nvswitch)
+    // The fabric the node really has: a GPU without NVLink (L20, L40S, RTX 4090: nvlink_bandwidth
+    // "0 GB/s") talks over PCIe whatever cluster.intra_node says (the topology ignores it there).
+    if (plan.hardware.nvlink_bandwidth.value() <= 0)
+        ood.push_back("PCIe inside the node (the GPU has no NVLink): every published run used NVSwitch");
+    else if (plan.cluster.intra != model::IntraFabric::nvswitch)
         ood.push_back(
             fmt::format("{} inside the node: every published run used NVSwitch", model::to_string(plan.cluster.intra)));
     const double widen = fallback * std::pow(kOutOfDomainWidening, static_cast<double>(ood.size()));
