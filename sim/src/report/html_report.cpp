@@ -345,24 +345,11 @@ std::string frontier_chart(const std::vector<PlanResult>& results) {
     cmax = std::ceil(cmax * 1.05 / cstep) * cstep;
     auto xpos = [&](double d) { return left + d / dmax * pw; };
     auto ypos = [&](double c) { return top + plot_h * (1 - c / cmax); };
-    std::string body;
     const double bottom = top + plot_h;
-    for (double t = 0; t <= cmax + cstep / 2; t += cstep) {
-        body += fmt::format("<line class=\"grid\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>", left,
-                            ypos(t), left + pw, ypos(t));
-        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, ypos(t) + 4,
-                            axis_num(t));
-    }
-    for (double t = 0; t <= dmax + dstep / 2; t += dstep) {
-        body += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
-                            xpos(t), top, bottom);
-        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", xpos(t), bottom + 16,
-                            axis_num(t));
-    }
-    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\"/>", left,
-                        bottom, left + pw);
-    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>", left, top,
-                        bottom);
+    std::vector<Tick> yt, xt;
+    for (double t = 0; t <= cmax + cstep / 2; t += cstep) yt.push_back({ypos(t), axis_num(t)});
+    for (double t = 0; t <= dmax + dstep / 2; t += dstep) xt.push_back({xpos(t), axis_num(t)});
+    std::string body = plot_frame(left, top, pw, bottom, yt, xt);
     body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">days to train (steady state)</text>",
                         left + pw / 2, bottom + 36);
     body += fmt::format(

@@ -264,24 +264,11 @@ std::string line_chart(const std::string& id, const std::string& title, const st
                                : (y - ymin) / (ymax - ymin);
         return top + plot_h * (1 - f);
     };
-    std::string body;
     const double bottom = top + plot_h;
-    for (double t : y_ticks) {
-        body += fmt::format("<line class=\"grid\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>", left,
-                            ypos(t), left + pw, ypos(t));
-        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, ypos(t) + 4,
-                            axis_num(t));
-    }
-    for (int t : x_ticks) {
-        body += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
-                            xpos(t), top, bottom);
-        body +=
-            fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", xpos(t), bottom + 16, t);
-    }
-    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\"/>", left,
-                        bottom, left + pw);
-    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>", left, top,
-                        bottom);
+    std::vector<Tick> yt, xt;
+    for (double t : y_ticks) yt.push_back({ypos(t), axis_num(t)});
+    for (int t : x_ticks) xt.push_back({xpos(t), std::to_string(t)});
+    std::string body = plot_frame(left, top, pw, bottom, yt, xt);
     body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">GPUs (log scale)</text>", left + pw / 2,
                         bottom + 36);
     body += fmt::format(
@@ -318,6 +305,27 @@ std::string line_chart(const std::string& id, const std::string& title, const st
         "<svg id=\"{0}\" role=\"img\" width=\"{1:.0f}\" height=\"{2:.0f}\" viewBox=\"0 0 {1:.0f} {2:.0f}\">"
         "<title>{3}</title>{4}</svg>\n",
         id, kWidth, h, esc(title), body);
+}
+
+std::string plot_frame(double left, double top, double width, double bottom, const std::vector<Tick>& y_ticks,
+                       const std::vector<Tick>& x_ticks) {
+    std::string body;
+    for (const auto& t : y_ticks) {
+        body += fmt::format("<line class=\"grid\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>", left, t.pos,
+                            left + width, t.pos);
+        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, t.pos + 4, t.label);
+    }
+    for (const auto& t : x_ticks) {
+        body += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>", t.pos,
+                            top, bottom);
+        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", t.pos, bottom + 16,
+                            t.label);
+    }
+    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\"/>", left,
+                        bottom, left + width);
+    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>", left, top,
+                        bottom);
+    return body;
 }
 
 } // namespace trainsim::sim::svg

@@ -48,6 +48,15 @@ struct LineSeries {
 [[nodiscard]] std::string script_json(const nlohmann::json& j);
 [[nodiscard]] std::string color(std::size_t i);
 [[nodiscard]] double nice_step(double range, int target);
+// A tick of a plot's axis: where it is drawn (px) and its label (escaped, or plain numbers).
+struct Tick {
+    double pos = 0;
+    std::string label;
+};
+// A plot's frame for the area [left, left + width] x [top, bottom]: per y tick a grid line across
+// and its label on the left, per x tick a grid line up and its label below, then the two axes.
+[[nodiscard]] std::string plot_frame(double left, double top, double width, double bottom,
+                                     const std::vector<Tick>& y_ticks, const std::vector<Tick>& x_ticks);
 // Legend items in rows that wrap at the chart width; returns the height used.
 double legend(std::string& s, const std::vector<LegendItem>& items, double y0);
 // `band`: the legend item of the rows' error bars (BarRow::range), shown when a row has one.

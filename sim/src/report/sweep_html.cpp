@@ -217,23 +217,10 @@ std::string frontier(std::size_t index, const std::string& model, const std::vec
     auto ypos = [&](double c) {
         return top + plot_h * (1 - (std::log10(c) - std::log10(ya.lo)) / std::log10(ya.hi / ya.lo));
     };
-    std::string body;
-    for (double t : ya.ticks) {
-        body += fmt::format("<line class=\"grid\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>", left,
-                            ypos(t), left + pw, ypos(t));
-        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, ypos(t) + 4,
-                            esc(model::format_count(t)));
-    }
-    for (double t : xa.ticks) {
-        body += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
-                            xpos(t), top, bottom);
-        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", xpos(t), bottom + 16,
-                            axis_num(t));
-    }
-    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\"/>", left,
-                        bottom, left + pw);
-    body += fmt::format("<line class=\"axis\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>", left, top,
-                        bottom);
+    std::vector<Tick> yt, xt;
+    for (double t : ya.ticks) yt.push_back({ypos(t), esc(model::format_count(t))});
+    for (double t : xa.ticks) xt.push_back({xpos(t), axis_num(t)});
+    std::string body = plot_frame(left, top, pw, bottom, yt, xt);
     body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{} days to train (log scale)</text>",
                         left + pw / 2, bottom + 36, expected ? "expected" : "steady-state");
     body += fmt::format(
