@@ -133,7 +133,17 @@ TEST_CASE("a stack profile reads back exactly as written, and bad ones name file
     s.residual_sd_log = 0.02;
     s.loo_sd_log = 0.031;
     s.evidence = {2, 8, 1, 2, 4, 1, {"a100-sxm-80gb"}, {"megatron-core"}};
-    s.runs.push_back({"r1", 2, 1, 1, 2, 1, 1, 1000.5, 1100, 1001, -1.5});
+    trainsim::model::StackFitRun run;
+    run.id = "r1";
+    run.gpus = 2;
+    run.nodes = 1;
+    run.tp = 1;
+    run.pp = 2;
+    run.measured = 1000.5;
+    run.prior = 1100;
+    run.fitted = 1001;
+    run.loo_error_pct = -1.5;
+    s.runs.push_back(run);
     s.notes = {"comm_inter_node: not constrained"};
     const auto text = render_stack_profile(s);
     const auto back = load_stack_profile_text(text, "s.yaml");

@@ -1,6 +1,7 @@
 // Stack-profile files: strict reading (unknown keys, wrong types, factors outside their physical
 // bounds, a covariance of the wrong shape: each with file:line:col and key path) and exact writing.
 #include "trainsim/model/input/stack_io.hpp"
+#include "trainsim/model/core/stack_discrepancy.hpp"
 
 #include "input_support.hpp"
 
@@ -99,7 +100,7 @@ private:
         if (!expect_map(f)) return;
         s_.fitted = true;
         const std::vector<std::string> keys{"fitted_with", "fitted_on",  "residual_sd_log", "loo_sd_log", "parameters",
-                                            "covariance_log", "evidence", "runs",           "notes"};
+                                            "covariance_log", "evidence", "runs",           "notes", "discrepancy"};
         bool has_cov = false;
         for (const Field& g : detail::fields_of(f.value, file_, f.key_site.key, out_)) {
             if (g.name == "fitted_with") {
@@ -121,6 +122,8 @@ private:
                 read_runs(g);
             } else if (g.name == "notes") {
                 read_strings(g, s_.notes);
+            } else if (g.name == "discrepancy") {
+                read_discrepancy(g);
             } else {
                 report(out_, g.key_site, fmt::format("unknown key '{}'{} ({})", g.name, detail::did_you_mean(g.name, keys),
                                                      detail::join_list(keys)));
@@ -128,6 +131,20 @@ private:
         }
         if (!has_cov) report(out_, f.key_site, "missing key 'covariance_log' (the fit's 8 x 8 covariance)");
         if (s_.runs.empty()) report(out_, f.key_site, "a fit names the runs it was fitted on: 'runs' is missing or empty");
+        if (s_.discrepancy.present) {
+            for (const auto& r : s_.runs)
+                if (r.shape.empty() || r.micro_batch < 1 || !(r.fitted > 0)) {
+                    report(out_, f.key_site, fmt::format("a discrepancy needs every run's shape, micro_batch and fitted "
+                                                         "throughput; run '{}' lacks one",
+                                                         r.id));
+                    break;
+                }
+            if (out_.empty()) {
+                prepare_discrepancy(s_.discrepancy, s_.runs);
+                if (!s_.discrepancy.present)
+                    report(out_, f.key_site, "the discrepancy's kernel matrix over the runs is not positive definite");
+            }
+        }
         if (s_.evidence.max_gpus == 0)
             report(out_, f.key_site, "a fit states what its runs covered: 'evidence' with max_gpus is missing");
         // The covariance must be one: symmetric, and no correlation beyond +-1.
@@ -145,6 +162,37 @@ private:
                     break;
                 }
             }
+    }
+
+    void read_discrepancy(const Field& f) {
+        if (!expect_map(f)) return;
+        auto& d = s_.discrepancy;
+        d.present = true;
+        bool has_len = false;
+        for (const Field& g : detail::fields_of(f.value, file_, f.key_site.key, out_)) {
+            double* x = g.name == "signal_var"   ? &d.signal_var
+                        : g.name == "noise_var"  ? &d.noise_var
+                        : g.name == "loo_sd_log" ? &d.loo_sd_log
+                                                 : nullptr;
+            if (x != nullptr) {
+                if (auto v = detail::read_number(g.value, g.value_site, 0, 10, out_)) *x = *v;
+            } else if (g.name == "length") {
+                has_len = true;
+                if (!g.value.IsSequence() || g.value.size() != d.length.size()) {
+                    report(out_, g.value_site, fmt::format("expected {} length scales (log2 of tp, pp, cp, dp, "
+                                                           "micro-batch), got {}",
+                                                           d.length.size(), detail::describe(g.value)));
+                    continue;
+                }
+                for (std::size_t k = 0; k < d.length.size(); ++k)
+                    if (auto v = detail::read_number(g.value[k], g.value_site, 1e-3, 1e6, out_)) d.length[k] = *v;
+            } else {
+                report(out_, g.key_site,
+                       fmt::format("unknown key '{}' (signal_var, noise_var, length, loo_sd_log)", g.name));
+            }
+        }
+        if (!has_len) report(out_, f.key_site, "missing key 'length' (5 length scales)");
+        if (!(d.noise_var > 0)) report(out_, f.key_site, "noise_var must be above 0");
     }
 
     void read_parameters(const Field& f) {
@@ -245,6 +293,7 @@ private:
                          : g.name == "pp"    ? &run.pp
                          : g.name == "cp"    ? &run.cp
                          : g.name == "dp"    ? &run.dp
+                         : g.name == "micro_batch" ? &run.micro_batch
                                              : nullptr;
                 double* x = g.name == "measured"        ? &run.measured
                             : g.name == "prior"         ? &run.prior
@@ -253,14 +302,16 @@ private:
                                                         : nullptr;
                 if (g.name == "id") {
                     if (auto v = detail::read_scalar(g.value, g.value_site, "a string", out_)) run.id = *v;
+                } else if (g.name == "shape") {
+                    if (auto v = detail::read_scalar(g.value, g.value_site, "a string", out_)) run.shape = *v;
                 } else if (n != nullptr) {
                     if (auto v = detail::read_int(g.value, g.value_site, 1, out_)) *n = *v;
                 } else if (x != nullptr) {
                     const double lo = g.name == "loo_error_pct" ? -1e6 : 0;
                     if (auto v = detail::read_number(g.value, g.value_site, lo, 1e12, out_)) *x = *v;
                 } else {
-                    report(out_, g.key_site, fmt::format("unknown key '{}' (id, gpus, nodes, tp, pp, cp, dp, measured, "
-                                                         "prior, fitted, loo_error_pct)",
+                    report(out_, g.key_site, fmt::format("unknown key '{}' (id, gpus, nodes, tp, pp, cp, dp, micro_batch, "
+                                                         "shape, measured, prior, fitted, loo_error_pct)",
                                                          g.name));
                 }
             }
@@ -362,10 +413,20 @@ std::string render_stack_profile(const StackProfile& s) {
     o += fmt::format(", gpus: {}, frameworks: {}}}\n", list(e.gpus), list(e.frameworks));
     o += "  runs:\n";
     for (const auto& r : s.runs)
-        o += fmt::format("    - {{id: {}, gpus: {}, nodes: {}, tp: {}, pp: {}, cp: {}, dp: {}, measured: {}, prior: {}, "
-                         "fitted: {}, loo_error_pct: {}}}\n",
-                         quote(r.id), r.gpus, r.nodes, r.tp, r.pp, r.cp, r.dp, r.measured, r.prior, r.fitted,
+        o += fmt::format("    - {{id: {}, gpus: {}, nodes: {}, tp: {}, pp: {}, cp: {}, dp: {}{}{}, measured: {}, "
+                         "prior: {}, fitted: {}, loo_error_pct: {}}}\n",
+                         quote(r.id), r.gpus, r.nodes, r.tp, r.pp, r.cp, r.dp,
+                         r.micro_batch > 0 ? fmt::format(", micro_batch: {}", r.micro_batch) : std::string(),
+                         r.shape.empty() ? std::string() : ", shape: " + quote(r.shape), r.measured, r.prior, r.fitted,
                          r.loo_error_pct);
+    if (s.discrepancy.present) {
+        const auto& d = s.discrepancy;
+        o += "  # The runs' residuals after the factors as a Gaussian process over the layout (docs/calibration.md\n";
+        o += "  # \"The discrepancy\"): variances in log^2, length scales in log2 of tp, pp, cp, dp, micro-batch.\n";
+        o += fmt::format("  discrepancy: {{signal_var: {}, noise_var: {}, length: [{}, {}, {}, {}, {}], loo_sd_log: {}}}\n",
+                         d.signal_var, d.noise_var, d.length[0], d.length[1], d.length[2], d.length[3], d.length[4],
+                         d.loo_sd_log);
+    }
     o += "  notes: " + (s.notes.empty() ? std::string("[]") : std::string()) + "\n";
     for (const auto& n : s.notes) o += "    - " + quote(n) + "\n";
     return o;

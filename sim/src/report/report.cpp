@@ -280,6 +280,8 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
         return j;
     }
     j["step_time_s"] = e.step_time_s;
+    if (e.stack_discrepancy != 1.0 || e.stack_discrepancy_sd_log > 0)
+        j["stack_discrepancy"] = json{{"throughput_factor", e.stack_discrepancy}, {"sd_log", e.stack_discrepancy_sd_log}};
     j["tokens_per_s"] = e.tokens_per_s;
     j["tokens_per_s_per_gpu"] = e.tokens_per_s_per_gpu;
     j["model_tflops_per_gpu"] = e.model_tflops_per_gpu;

@@ -66,6 +66,11 @@ AnalyticNetwork plan_network(const model::Plan& plan) {
     return AnalyticNetwork(plan.hardware, plan.cluster, fabric);
 }
 
+std::optional<model::DiscrepancyAt> stack_discrepancy_at(const model::Plan& plan) {
+    if (!plan.stack || !plan.stack->fitted || !plan.stack->discrepancy.present) return std::nullopt;
+    return model::discrepancy_at(*plan.stack, model::layout_point(plan));
+}
+
 namespace {
 
 // `graph`, `network`: built for the plan, or null to build them (only for a plan simulated).
@@ -103,6 +108,13 @@ RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const
     if (plan.parallel.offload != model::Offload::none) {
         e.offload = offload_time(plan, *e.step);
         e.step_time_s += e.offload->added_s;
+    }
+    // A fitted stack carries what its runs measured and the factors did not explain near them:
+    // the whole step they timed, offload included.
+    if (const auto d = stack_discrepancy_at(plan)) {
+        e.stack_discrepancy = std::exp(d->mean_log);
+        e.stack_discrepancy_sd_log = std::sqrt(d->var_log);
+        e.step_time_s /= e.stack_discrepancy;
     }
     e.tokens_per_s = e.tokens_per_step / e.step_time_s;
     e.tokens_per_s_per_gpu = e.tokens_per_s / gpus;

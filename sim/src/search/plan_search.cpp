@@ -59,6 +59,8 @@ Metrics metrics_of(const RunEstimate& e, const SearchOptions& o) {
 // settings but not on its step time. Shaved by a relative 1e-12, as the formulas here round
 // differently from estimate_plan's.
 Metrics metrics_lower_bound(const model::Plan& p, double step_s, const SearchOptions& o) {
+    // A fitted stack's discrepancy scales the simulated step (estimate_plan); the bound with it.
+    if (const auto d = stack_discrepancy_at(p)) step_s /= std::exp(d->mean_log);
     const double tokens_per_step = static_cast<double>(p.training.global_batch) * p.training.seq_len;
     const double days = p.training.tokens / tokens_per_step * step_s / 86400.0;
     const double factor = o.basis == DaysBasis::expected ? run_time(p, 1.0, p.run).overhead_factor : 1.0;

@@ -1,5 +1,6 @@
 #include "trainsim/sim/stack/stack_fit.hpp"
 
+#include "trainsim/model/core/stack_discrepancy.hpp"
 #include "trainsim/model/framework/framework_profile.hpp"
 #include "trainsim/sim/run/estimate.hpp"
 #include "trainsim/sim/search/parallel_for.hpp"
@@ -55,6 +56,7 @@ double tau(std::size_t j) { return model::stack_param_specs()[j].prior_sd_log; }
 double log_throughput(const model::Plan& plan, const model::HardwareProfile& base, const Factors& f) {
     model::Plan p = plan;
     p.hardware = model::apply_stack(base, f, "");
+    p.stack.reset();  // the factors alone: no stack's discrepancy on top (fits and sensitivities)
     const auto e = estimate_plan(p, {}, /*simulate_even_if_too_big=*/true);
     if (!(e.tokens_per_s_per_gpu > 0)) throw NoThroughput{};
     return std::log(e.tokens_per_s_per_gpu);
@@ -455,6 +457,8 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
         fr.pp = p.parallel.pp;
         fr.cp = p.parallel.cp;
         fr.dp = p.parallel.dp;
+        fr.micro_batch = p.training.micro_batch;
+        fr.shape = model::layout_point(p).shape;
         const auto ii = static_cast<Eigen::Index>(i);
         fr.measured = runs[i].row->measured_tokens_per_s_per_gpu;
         fr.prior = std::exp(r_prior(ii) + runs[i].log_measured);
@@ -463,6 +467,20 @@ StackFitResult fit_stack(const std::vector<model::ValidationRow>& rows, const St
         s.runs.push_back(fr);
     }
     res.simulations += fitter.simulations();
+    // What the factors leave, as a function of the layout (stack_profile.hpp StackDiscrepancy).
+    s.discrepancy = model::fit_discrepancy(s.runs);
+    if (s.discrepancy.present)
+        s.notes.push_back(fmt::format(
+            "discrepancy: the runs' residuals after the factors share a structure over the layout (sd {:.1f}% shared "
+            "by neighbours, {:.1f}% per run; length scales in log2 of tp {:.3g}, pp {:.3g}, cp {:.3g}, dp {:.3g}, "
+            "micro-batch {:.3g}); a prediction near runs of its shape carries their residual (leave-one-run-out "
+            "{:.1f}% against {:.1f}% without)",
+            100 * std::sqrt(s.discrepancy.signal_var), 100 * std::sqrt(s.discrepancy.noise_var),
+            s.discrepancy.length[0], s.discrepancy.length[1], s.discrepancy.length[2], s.discrepancy.length[3],
+            s.discrepancy.length[4], 100 * s.discrepancy.loo_sd_log, 100 * s.loo_sd_log));
+    else if (s.runs.size() >= model::kDiscrepancyMinRuns)
+        s.notes.push_back("discrepancy: none carried (the residuals after the factors show no structure over the "
+                          "layout that independent scatter does not explain as well, or there are too many runs)");
     return res;
 }
 
@@ -501,7 +519,10 @@ StackBand stack_band(const model::Plan& plan, const model::StackProfile& stack, 
             cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(c)) = stack.covariance_log[a * P + c];
     b.fit_var = gf.dot(cov * gf);
     b.prior_var = std::min(gp.dot(cov * gp), prior_var_cap);
-    b.scatter_var = stack.loo_sd_log * stack.loo_sd_log;
+    // What the factors leave: with a discrepancy, its predictive variance at this plan (small near
+    // runs of its shape, back to the runs' scatter far from them); else the leave-one-out scatter.
+    b.discrepancy = model::discrepancy_at(stack, model::layout_point(plan));
+    b.scatter_var = b.discrepancy.var_log;
     // No growth with the GPU count beyond the runs is added: fitted on one node and predicting up to
     // 64 (llm-foundry, 8 -> 16..512 GPUs) the error stayed at 4.0% against 6.3% on the runs
     // themselves (docs/trust.md "Bands after a fit"); what more GPUs lean on that the runs did not

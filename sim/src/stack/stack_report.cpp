@@ -107,6 +107,16 @@ nlohmann::json stack_fit_json(const model::StackProfile& s) {
               {"gpus", e.gpus},
               {"frameworks", e.frameworks}}},
             {"runs", runs},
+            {"discrepancy", s.discrepancy.present
+                                ? nlohmann::json{{"signal_sd_log", std::sqrt(s.discrepancy.signal_var)},
+                                                 {"noise_sd_log", std::sqrt(s.discrepancy.noise_var)},
+                                                 {"length_log2", {{"tp", s.discrepancy.length[0]},
+                                                                  {"pp", s.discrepancy.length[1]},
+                                                                  {"cp", s.discrepancy.length[2]},
+                                                                  {"dp", s.discrepancy.length[3]},
+                                                                  {"micro_batch", s.discrepancy.length[4]}}},
+                                                 {"loo_sd_log", s.discrepancy.loo_sd_log}}
+                                : nlohmann::json(nullptr)},
             {"notes", s.notes}};
 }
 

@@ -50,10 +50,34 @@ struct StackParamSpec {
 struct StackFitRun {
     std::string id;
     int gpus = 0, nodes = 0, tp = 1, pp = 1, cp = 1, dp = 1;
+    int micro_batch = 0;       // sequences per micro-batch (0: not written, an older profile)
+    // What one GPU computes, apart from the layout (stack_discrepancy.hpp LayoutPoint::shape):
+    // runs of one shape share their kernels' shapes at equal tp / cp / micro-batch.
+    std::string shape;
     double measured = 0;       // tokens/s/GPU
     double prior = 0;          // predicted with the stock profiles (factors 1)
     double fitted = 0;         // predicted with the fitted factors
     double loo_error_pct = 0;  // leave-this-run-out prediction error, signed (+ = optimistic)
+};
+
+// What the fitted factors leave of the runs' errors, as a function of the layout: Kennedy and
+// O'Hagan's model discrepancy ("Bayesian calibration of computer models", J. R. Stat. Soc. B 63,
+// 2001), a Gaussian process over the runs' log residuals (log measured / fitted throughput) with a
+// squared-exponential kernel in log2 of tp, pp, cp, dp and the micro-batch, between runs of one
+// shape (the same model, sequence, GPU and precision) and none across shapes (Rasmussen and
+// Williams, "Gaussian Processes for Machine Learning", 2006, ch. 2 and 5). A prediction near runs
+// of its shape carries their residual (what the simulator gets wrong about those kernels' shapes:
+// cuBLAS's choice of tile and split for each GEMM), a prediction far from them none, with the
+// variance growing back to the runs' scatter. stack_discrepancy.hpp fits, prepares and evaluates it.
+struct StackDiscrepancy {
+    bool present = false;
+    double signal_var = 0;  // variance of the residual shared by nearby runs (log^2)
+    double noise_var = 0;   // variance of each run's own (log^2): run-to-run noise and what no neighbour shares
+    // Length scales in log2 units of tp, pp, cp, dp, micro-batch (LayoutPoint::features order).
+    std::array<double, 5> length{1, 1, 1, 1, 1};
+    double loo_sd_log = 0;  // rms leave-one-run-out log error of fit + discrepancy
+    // Derived by prepare_discrepancy (not written): (K + noise I)^-1 r and (K + noise I)^-1.
+    std::vector<double> alpha, k_inv;
 };
 
 // What the runs covered: a plan beyond it is an extrapolation, and its band says so.
@@ -83,6 +107,7 @@ struct StackProfile {
     double residual_sd_log = 0;  // rms of the fitted runs' log errors
     double loo_sd_log = 0;       // rms of their leave-one-run-out log errors
     std::vector<StackFitRun> runs;
+    StackDiscrepancy discrepancy;
     StackEvidence evidence;
     std::vector<std::string> notes;  // what the fit could not say (unconstrained, at a bound ...)
 

@@ -4,6 +4,7 @@
 
 #include "trainsim/model/accounting/memory_model.hpp"
 #include "trainsim/model/core/scenario.hpp"
+#include "trainsim/model/core/stack_discrepancy.hpp"
 #include "trainsim/sim/network/network.hpp"
 #include "trainsim/sim/run/billing.hpp"
 #include "trainsim/sim/run/energy.hpp"
@@ -40,6 +41,10 @@ struct RunEstimate {
     std::optional<OffloadTime> offload;
     // Present only for plans that fit (a plan that does not fit is never simulated).
     std::optional<StepResult> step;
+    // A fitted stack's discrepancy at this plan (stack_discrepancy.hpp): the throughput factor
+    // exp(mean) that step_time_s includes (1 without one), and its predictive sd in log.
+    double stack_discrepancy = 1.0;
+    double stack_discrepancy_sd_log = 0;
     double step_time_s = 0;
     double tokens_per_step = 0;
     double tokens_per_s = 0;             // whole cluster
@@ -112,6 +117,10 @@ void apply_run_model(RunEstimate& e, const model::Plan& plan, const RunModelPara
 // preemptions change the expected wall clock). Equal to a fresh estimate of the plan with this
 // pricing, as the step does not depend on it (trainsim sweep shares a search across prices).
 void reprice(RunEstimate& e, const model::Plan& plan);
+
+// A fitted stack's discrepancy at the plan (model/core/stack_discrepancy.hpp); none without a
+// fitted stack that carries one. estimate_plan divides the step time by exp(mean_log).
+[[nodiscard]] std::optional<model::DiscrepancyAt> stack_discrepancy_at(const model::Plan& plan);
 
 [[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt = {},
                                         bool simulate_even_if_too_big = false);

@@ -11,6 +11,8 @@
 // its prior; at most one parameter per run is freed, the most informative first.
 #pragma once
 
+#include "trainsim/model/core/stack_discrepancy.hpp"
+
 #include "trainsim/model/core/stack_profile.hpp"
 #include "trainsim/model/input/validation_set.hpp"
 
@@ -53,6 +55,9 @@ struct StackBand {
     // The variance (log time) from the fitted parameters' posterior, from the parameters the runs
     // left at their priors (capped), and from the runs' leave-one-out scatter.
     double fit_var = 0, prior_var = 0, scatter_var = 0;
+    // The discrepancy at the plan (its variance is scatter_var; mean 0 and the leave-one-out
+    // scatter without one).
+    model::DiscrepancyAt discrepancy;
     // How the plan's layout or machine lies beyond the runs (deeper pipeline or TP, context
     // parallelism, another GPU or framework): the caller widens to the uncalibrated band for these.
     std::vector<std::string> beyond;
