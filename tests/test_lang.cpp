@@ -234,7 +234,7 @@ TEST_CASE("zh-CN HTML report: lang attribute, CJK fonts, catalog strings only, s
     CHECK(headers >= 25);
 }
 
-TEST_CASE("--lang changes no JSON or CSV and refuses an unknown language", "[lang]") {
+TEST_CASE("JSON and CSV are the same with --lang zh-CN, and an unknown language is refused", "[lang]") {
     const std::string file = fmt::format("'{}/questions/7b-monthly-vs-annual-rental-cny.yaml'", TRAINSIM_TEST_DATA_DIR);
     const auto json_en = run_trainsim("simulate --json " + file);
     const auto json_zh = run_trainsim("simulate --json --lang zh-CN " + file);
