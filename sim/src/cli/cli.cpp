@@ -20,18 +20,21 @@ int run_cli(int argc, char** argv) {
     auto* simulate = app.add_subcommand("simulate", "simulate every plan of a scenario and report each in detail");
     add_common(simulate, sim_args);
     add_csv(simulate, sim_args);
+    add_lang(simulate, sim_args.lang);
     simulate->add_option("--trace", sim_args.trace,
                          "write the simulated step as a Chrome/Perfetto trace (several plans: FILE.1.json, "
                          "FILE.2.json ...)");
     auto* compare = app.add_subcommand("compare", "simulate a scenario's plans and show them side by side");
     add_common(compare, cmp_args);
     add_csv(compare, cmp_args);
+    add_lang(compare, cmp_args.lang);
     Common rep_args;
     ReportArgs rep_opts;
     auto* report_cmd = app.add_subcommand("report", "write a self-contained HTML report of a scenario (and print what "
                                                 "compare prints)");
     add_common(report_cmd, rep_args);
     add_csv(report_cmd, rep_args);
+    add_lang(report_cmd, rep_args.lang);
     report_cmd->add_option("--html", rep_opts.html, "the HTML file to write")->required();
     report_cmd->add_option("--scaling-gpus", rep_opts.scaling_gpus,
                            "GPU counts of the scaling chart (default 8,16,...,1024)")
@@ -217,6 +220,7 @@ int run_cli(int argc, char** argv) {
                        "with --csv and several --gpus: one row per GPU count, its best plan and whether it is on the "
                        "days-vs-cost Pareto front");
     plan_cmd->add_flag("--quiet,-q", plan_args.quiet, "no progress bar");
+    add_lang(plan_cmd, plan_args.lang);
     plan_cmd->add_flag("--no-offload", plan_args.no_offload,
                        "do not try CPU offload where no GPU-only layout fits (parallel.offload)");
 

@@ -64,6 +64,7 @@ struct Common {
     bool csv = false;
     bool all_ranks = false;
     std::string trace;  // simulate --trace
+    std::string lang = "en"; // --lang: the language of the text tables and the HTML (lang.hpp), checked by CLI11
 };
 
 struct ReportArgs {
@@ -144,6 +145,7 @@ struct PlanArgs {
     // --models, the largest of these models that reaches its compute-optimal tokens.
     bool max_tokens = false;
     std::vector<std::string> models;
+    std::string lang = "en"; // --lang (lang.hpp)
 };
 
 fs::path data_dir(const std::string& flag);
@@ -153,6 +155,9 @@ void attach_band(RunEstimate& e, const model::Plan& plan, const std::optional<Er
 void add_csv(CLI::App* cmd, Common& c);
 
 void add_common(CLI::App* cmd, Common& c);
+// --lang: the language of a command's text tables and HTML (JSON and CSV stay as they are); an
+// unknown tag is a usage error listing the languages there are.
+void add_lang(CLI::App* cmd, std::string& lang);
 // A CLI11 check: an option whose value names a file may not be empty.
 std::string non_empty_path(const std::string& v);
 void note_profile_override(const std::string& profile, std::size_t plans);

@@ -573,24 +573,29 @@ int run_plan_search(const PlanArgs& a) {
     }
 
     const auto& s = res.stats;
-    std::cout << fmt::format("{} on {} ({}), {} tokens, global batch {} x {} tokens\n", base.model.name,
+    // --lang: the text below in the user's language (lang.hpp); the JSON and CSV above never are.
+    const Translator tr(parse_lang(a.lang));
+    auto trf = [&](std::string_view f, auto&&... args) {
+        return fmt::format(fmt::runtime(tr(f)), std::forward<decltype(args)>(args)...);
+    };
+    std::cout << trf("{} on {} ({}), {} tokens, global batch {} x {} tokens\n", base.model.name,
                              base.hardware.name, model::to_string(base.precision),
                              model::format_count(base.training.tokens),
                              base.training.global_batch, base.training.seq_len);
-    std::cout << fmt::format("searched {} layouts in {:.1f} s: {} invalid, {} do not fit (leaving {:.0f}% of HBM free), "
+    std::cout << trf("searched {} layouts in {:.1f} s: {} invalid, {} do not fit (leaving {:.0f}% of HBM free), "
                              "{} dominated recompute, {} pruned by the stream bound, {} by the critical path, {} "
                              "simulated{}\n",
                              s.enumerated, s.seconds, s.invalid, s.does_not_fit, 100 * o.memory_headroom,
                              s.pruned_dominated, s.pruned_bound,
                              s.pruned_critical_path, s.simulated,
-                             s.filtered ? fmt::format(", {} over the deadline/budget", s.filtered) : "");
+                             s.filtered ? trf(", {} over the deadline/budget", s.filtered) : "");
     const bool expected = o.basis == DaysBasis::expected;
-    const char* basis =
-        expected ? "expected: checkpoints, failures, restarts; billed in whole units" : "steady state (--days steady)";
-    if (a.deadline_days) std::cout << fmt::format("deadline: {:g} days ({})\n", *a.deadline_days, basis);
+    const std::string_view basis =
+        tr(expected ? "expected: checkpoints, failures, restarts; billed in whole units" : "steady state (--days steady)");
+    if (a.deadline_days) std::cout << trf("deadline: {:g} days ({})\n", *a.deadline_days, basis);
     if (a.budget)
-        std::cout << fmt::format("budget: {} total ({})\n", model::format_money(*a.budget, base.pricing.currency), basis);
-    std::cout << fmt::format("ranked by {} ({})\n\n", o.rank == RankBy::days ? "days to train" : "total cost", basis);
+        std::cout << trf("budget: {} total ({})\n", model::format_money(*a.budget, base.pricing.currency), basis);
+    std::cout << trf("ranked by {} ({})\n\n", tr(o.rank == RankBy::days ? "days to train" : "total cost"), basis);
     auto offload_table = [&]() {
         for (std::size_t i = 0; i < offload_res->plans.size(); ++i) {
             const auto& r = offload_res->plans[i];
@@ -614,7 +619,7 @@ int run_plan_search(const PlanArgs& a) {
             offload_header();
             offload_table();
             const auto& best = offload_res->plans.front();
-            std::cout << "\nbest plan:\n" << format_plan(best.plan, best.estimate);
+            std::cout << tr("\nbest plan:\n") << format_plan(best.plan, best.estimate, tr);
             if (gpu_only_alternative) {
                 const auto& g = *gpu_only_alternative;
                 std::cout << fmt::format(
@@ -644,10 +649,10 @@ int run_plan_search(const PlanArgs& a) {
     // Every row: steady and expected days and the bill of the expected run (whole billing units:
     // what is paid); with --days steady also the steady run's cost, which the ranking then used.
     const std::string& cur = base.pricing.currency;
-    std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>16}{} {:>9} {:>6} {:>8}\n", "#", "GPUs", "layout",
-                             "days", "exp.days", "bill",
-                             expected ? std::string() : fmt::format(" {:>16}", "steady cost"), "tok/s/GPU", "MFU",
-                             "mem GiB");
+    std::cout << fmt::format("{:>3}  {:>5}  {:<40} {:>8} {:>9} {:>16}{} {:>9} {:>6} {:>8}\n", "#", tr("GPUs"),
+                             tr("layout"), tr("days"), tr("exp.days"), tr("bill"),
+                             expected ? std::string() : fmt::format(" {:>16}", tr("steady cost")), "tok/s/GPU", "MFU",
+                             tr("mem GiB"));
     for (std::size_t i = 0; i < res.plans.size(); ++i) {
         const auto& r = res.plans[i];
         const auto& e = r.estimate;
@@ -657,7 +662,7 @@ int run_plan_search(const PlanArgs& a) {
                                  expected ? std::string() : fmt::format(" {:>16}", bill_cell(e, false)),
                                  e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
     }
-    std::cout << "\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n";
+    std::cout << tr("\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n");
     if (folded_count > 0) {
         std::cout << fmt::format("{} equivalent plan(s) folded into their simplest twin (same layout but for the sharding, "
                                  "same step time, memory and cost):\n",
@@ -666,10 +671,10 @@ int run_plan_search(const PlanArgs& a) {
             if (!folded[i].empty())
                 std::cout << fmt::format("  #{} stands for {}\n", i + 1, fmt::join(folded[i], "; "));
     }
-    if (!why_recommended.empty()) std::cout << "recommended: " << why_recommended << "\n";
-    std::cout << "\nbest plan:\n" << format_plan(res.plans.front().plan, res.plans.front().estimate);
+    if (!why_recommended.empty()) std::cout << tr("recommended: ") << why_recommended << "\n";
+    std::cout << tr("\nbest plan:\n") << format_plan(res.plans.front().plan, res.plans.front().estimate, tr);
     const auto& rt = res.plans.front().estimate.run;
-    std::cout << fmt::format(
+    std::cout << trf(
         "  whole run: {:.1f} days expected (x{:.4f}: x{:.3f} slowdowns, stragglers and evaluations, checkpoint {:.0f} GB written "
         "in {:.0f} s every {:.1f} h, cluster MTBF {:.1f} h, ~{:.0f} failures and ~{:.0f} planned "
         "stops at {:.0f} min each)\n",

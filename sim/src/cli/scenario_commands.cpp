@@ -62,6 +62,21 @@ std::string non_empty_path(const std::string& v) {
     return v.empty() ? std::string("is empty: a file path is needed") : std::string();
 }
 
+void add_lang(CLI::App* cmd, std::string& lang) {
+    cmd->add_option("--lang", lang,
+                    fmt::format("language of the text tables and the HTML report: {} (default en; JSON and CSV are "
+                                "never translated)",
+                                fmt::join(available_langs(), ", ")))
+        ->check([](const std::string& v) {
+            try {
+                (void)parse_lang(v);
+                return std::string();
+            } catch (const LangError& e) {
+                return std::string(e.what());
+            }
+        });
+}
+
 void add_common(CLI::App* cmd, Common& c) {
     cmd->add_option("FILE", c.file, "scenario YAML file")->required();
     cmd->add_option("--data-dir", c.data_dir, "folder with models/ and hardware/ (default: $TRAINSIM_DATA_DIR or the "
@@ -143,10 +158,11 @@ void print_results(const Common& c, const model::Scenario& scenario, const std::
     for (std::size_t i = 0; i < results.size(); ++i)
         if (!results[i].estimate.fits && model::check_layout(*results[i].plan).empty())
             advice[i] = fit_advice({*results[i].plan}, kMemoryHeadroomFraction, false);
+    const Translator tr(parse_lang(c.lang));
     if (!scenario.title.empty()) std::cout << scenario.title << "\n\n";
-    if (side_by_side && results.size() > 1) std::cout << format_comparison(results, terminal_width()) << "\n";
+    if (side_by_side && results.size() > 1) std::cout << format_comparison(results, terminal_width(), tr) << "\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
-        std::cout << format_plan(*results[i].plan, results[i].estimate);
+        std::cout << format_plan(*results[i].plan, results[i].estimate, tr);
         if (advice[i]) std::cout << format_fit_advice(*advice[i]);
         std::cout << "\n";
     }
@@ -237,7 +253,7 @@ int run_report(const Common& c, const ReportArgs& a) {
         for (const auto& p : scenario.plans) plans.push_back(&p);
         scaling = data_parallel_scaling(plans, a.scaling_gpus);
     }
-    const std::string page = html_report(scenario.title, c.file, results, scaling);
+    const std::string page = html_report(scenario.title, c.file, results, scaling, Translator(parse_lang(c.lang)));
     const std::string note = write_file_atomically(a.html, "--html", [&](std::ostream& os) { os << page; });
     if (!note.empty()) std::cerr << "trainsim: " << note << "\n";
     if (a.html != "-") print_results(c, scenario, results, true); // else stdout carries the page

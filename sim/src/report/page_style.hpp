@@ -2,6 +2,8 @@
 // look, inline (nothing fetched). A page appends its own rules after these (later rules win).
 #pragma once
 
+#include "trainsim/sim/report/lang.hpp"
+
 #include <string_view>
 
 namespace trainsim::sim::report_style {
@@ -24,5 +26,17 @@ svg text { font: 12px system-ui, sans-serif; fill: #333; }
 svg .axis { stroke: #888; }
 svg .grid { stroke: #eee; }
 )";
+
+// The fonts of a page in a language with its own script, after the shared rules; nothing for
+// English (its pages stay as they were). Simplified Chinese: the CJK faces the common systems
+// ship (macOS PingFang SC / Hiragino Sans GB, Windows Microsoft YaHei, Linux Noto Sans CJK SC /
+// Source Han Sans SC / WenQuanYi Micro Hei), locally installed only: nothing is fetched.
+inline std::string_view lang_css(Lang lang) {
+    if (lang != Lang::zh_cn) return {};
+    return R"(
+body, svg text { font-family: system-ui, -apple-system, "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei",
+                 "Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei", sans-serif; }
+)";
+}
 
 } // namespace trainsim::sim::report_style

@@ -50,7 +50,7 @@ Unit unit_for(double seconds) {
     return seconds >= 10 ? Unit{1, "s"} : Unit{1e3, "ms"};
 }
 
-std::string timeline(std::size_t index, const PlanResult& r, double t_max) {
+std::string timeline(std::size_t index, const PlanResult& r, double t_max, const Translator& tr) {
     const auto& plan = *r.plan;
     const auto& q = plan.parallel;
     const auto& step = *r.estimate.step;
@@ -61,8 +61,8 @@ std::string timeline(std::size_t index, const PlanResult& r, double t_max) {
     auto xpos = [&](Time t) { return kLeft + t.seconds() * x_per_s; };
 
     std::string body;
-    body += fmt::format("<text class=\"label\" x=\"0\" y=\"16\">{}: {}{}, {} micro-batches, step {:.4g} {} (bubble "
-                        "{:.4g} {} on the critical stage {})</text>",
+    body += fmt::format(fmt::runtime(tr("<text class=\"label\" x=\"0\" y=\"16\">{}: {}{}, {} micro-batches, step {:.4g} {} (bubble "
+                        "{:.4g} {} on the critical stage {})</text>")),
                         esc(plan.name), model::to_string(schedule), q.vp > 1 ? fmt::format(" vp {}", q.vp) : "",
                         plan.grad_accum(), step.step_time.seconds() * u.scale, u.name,
                         step.breakdown.bubble.seconds() * u.scale, u.name, step.critical_stage);
@@ -70,8 +70,8 @@ std::string timeline(std::size_t index, const PlanResult& r, double t_max) {
     std::size_t i = 0;
     for (int s = 0; s < q.pp; ++s) {
         const double y = kTop + s * (kRow + kRowGap);
-        body += fmt::format("<g class=\"pp-stage\" data-stage=\"{}\"><text x=\"0\" y=\"{:.1f}\">stage {}</text>", s,
-                            y + kRow / 2 + 4, s);
+        body += fmt::format("<g class=\"pp-stage\" data-stage=\"{}\"><text x=\"0\" y=\"{:.1f}\">{}</text>", s,
+                            y + kRow / 2 + 4, fmt::format(fmt::runtime(tr("stage {}")), s));
         body += fmt::format("<rect class=\"pp-lane\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.0f}\" "
                             "fill=\"#f6f6f6\"/>",
                             kLeft, y, step.step_time.seconds() * x_per_s, kRow);
@@ -139,22 +139,21 @@ std::string timeline(std::size_t index, const PlanResult& r, double t_max) {
         if (std::none_of(step.passes.begin(), step.passes.end(), [&](const PassSpan& p) { return p.pass == pass; }))
             continue;
         const auto st = style_of(pass);
-        items.push_back({st.label, st.color});
+        items.push_back({std::string(tr(st.label)), st.color});
     }
-    if (merged > 0) items.push_back({"passes under a pixel, drawn together", kMixed});
+    if (merged > 0) items.push_back({std::string(tr("passes under a pixel, drawn together")), kMixed});
     const double ly = axis_y + kAxis + 8;
     const double h = ly + legend(body, items, ly) + 4;
     return fmt::format("<svg id=\"pipeline-{0}\" class=\"pipeline\" data-plan=\"{0}\" data-schedule=\"{1}\" "
                        "data-vp=\"{2}\" data-microbatches=\"{3}\" data-boxes=\"{4}\" data-merged=\"{5}\" role=\"img\" "
-                       "width=\"{6:.0f}\" height=\"{7:.0f}\" viewBox=\"0 0 {6:.0f} {7:.0f}\"><title>Pipeline timeline of "
-                       "{8}: one row per stage</title>{9}</svg>\n",
+                       "width=\"{6:.0f}\" height=\"{7:.0f}\" viewBox=\"0 0 {6:.0f} {7:.0f}\"><title>{8}</title>{9}</svg>\n",
                        index, model::to_string(schedule), q.vp, plan.grad_accum(), drawn, merged, kWidth, h,
-                       esc(plan.name), body);
+                       esc(fmt::format(fmt::runtime(tr("Pipeline timeline of {}: one row per stage")), plan.name)), body);
 }
 
 } // namespace
 
-std::string pipeline_timelines(const std::vector<PlanResult>& results) {
+std::string pipeline_timelines(const std::vector<PlanResult>& results, const Translator& tr) {
     // One time axis per layout: the longest step among the plans that share it.
     using Key = std::tuple<int, int, int>;  // GPUs, pp, micro-batches per step
     auto key = [](const model::Plan& p) { return Key{p.num_gpus(), p.parallel.pp, p.grad_accum()}; };
@@ -171,14 +170,16 @@ std::string pipeline_timelines(const std::vector<PlanResult>& results) {
     for (std::size_t i = 0; i < results.size(); ++i) {
         const auto& r = results[i];
         if (r.plan->parallel.pp < 2)
-            s += fmt::format("<p class=\"note pp-none\" data-plan=\"{}\">{}: pp 1, no pipeline (every GPU holds all the "
-                             "layers), so there is no schedule to draw.</p>\n",
+            s += fmt::format(fmt::runtime(tr("<p class=\"note pp-none\" data-plan=\"{}\">{}: pp 1, no pipeline (every GPU "
+                                             "holds all the layers), so there is no schedule to draw.</p>\n")),
                              i, esc(r.plan->name));
         else if (!drawable(r))
-            s += fmt::format("<p class=\"note pp-none\" data-plan=\"{}\">{}: not simulated ({}), no timeline.</p>\n", i,
-                             esc(r.plan->name), r.estimate.fits ? "no passes recorded" : "it does not fit in memory");
+            s += fmt::format(fmt::runtime(tr("<p class=\"note pp-none\" data-plan=\"{}\">{}: not simulated ({}), no "
+                                             "timeline.</p>\n")),
+                             i, esc(r.plan->name),
+                             tr(r.estimate.fits ? "no passes recorded" : "it does not fit in memory"));
         else
-            s += timeline(i, r, t_max.at(key(*r.plan)));
+            s += timeline(i, r, t_max.at(key(*r.plan)), tr);
     }
     return s;
 }

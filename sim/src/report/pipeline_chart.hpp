@@ -20,6 +20,7 @@ inline constexpr std::size_t kMaxPipelineBoxes = 6000;
 // recorded (ExecOptions::record_passes), a note for the others (pp 1: no pipeline; not simulated).
 // Plans of one layout (GPUs, pp, micro-batches per step) share a time axis, so that their
 // bubbles compare by eye.
-[[nodiscard]] std::string pipeline_timelines(const std::vector<PlanResult>& results);
+[[nodiscard]] std::string pipeline_timelines(const std::vector<PlanResult>& results,
+                                             const Translator& tr = Translator());
 
 } // namespace trainsim::sim::svg

@@ -104,15 +104,21 @@ std::size_t lead_position(const std::string& k) {
     return it == kLead.end() ? kLead.size() : static_cast<std::size_t>(it - kLead.begin());
 }
 
+// fmt::format with the format string looked up in the output's language (lang.hpp): the English
+// string is the key, so English output is unchanged.
+template <class... Args> std::string trf(const Translator& tr, std::string_view f, Args&&... args) {
+    return fmt::format(fmt::runtime(tr(f)), std::forward<Args>(args)...);
+}
+
 // Why the expected wall clock is not estimated, or "" when it is: the run model is first order
 // in (checkpoint interval, restart) / (time between interruptions) and says nothing when the
 // cluster is interrupted more often than that (sim/run/run_model.hpp first_order_valid).
-std::string expected_invalid_reason(const RunEstimate& e) {
+std::string expected_invalid_reason(const RunEstimate& e, const Translator& tr = Translator()) {
     if (e.run.first_order_valid) return {};
-    return fmt::format("the cluster is interrupted every {:.3g} s on average (failures{}), not longer than a "
+    return trf(tr, "the cluster is interrupted every {:.3g} s on average (failures{}), not longer than a "
                        "checkpoint interval ({:.3g} s) or a restart ({:.3g} s): the run would not progress as "
                        "modelled, so no expected wall clock is given (run.gpu_mtbf, run.node_mtbf)",
-                       e.run.interruption_interval_s, e.run.preemption_interval_s > 0 ? ", preemptions" : "",
+                       e.run.interruption_interval_s, e.run.preemption_interval_s > 0 ? tr(", preemptions") : "",
                        e.run.checkpoint_interval_s, e.run.restart_s + e.run.preemption_wait_s);
 }
 
@@ -124,45 +130,45 @@ std::string money(double v, const std::string& cur) {
 
 // How the money above is billed: units, the unused part of the last unit or term, the expected
 // wall clock's bill, and the cheapest way of paying the pricing lists (sim/billing.hpp).
-std::string billing_lines(const RunEstimate& e) {
+std::string billing_lines(const RunEstimate& e, const Translator& tr) {
     if (!e.priced) return {};
     const auto& b = e.bill;
     std::string s =
-        fmt::format("  billed: {} {:.6g} {}s ({}{}), {:.1f}% of it unused; pro-rated {}\n",
-                    model::to_string(b.commitment), b.billed_units, b.unit, model::to_string(e.pricing.basis),
+        trf(tr, "  billed: {} {:.6g} {}s ({}{}), {:.1f}% of it unused; pro-rated {}\n",
+                    tr(model::to_string(b.commitment)), b.billed_units, tr(b.unit), model::to_string(e.pricing.basis),
                     e.pricing.basis == model::PriceBasis::machine_month
                         ? std::string()
-                        : fmt::format(" per {}", model::to_string(e.pricing.increment)),
+                        : trf(tr, " per {}", tr(model::to_string(e.pricing.increment))),
                     100 * b.unused_fraction, money(b.cost_prorated, e.currency));
-    if (const auto why = expected_invalid_reason(e); !why.empty())
-        return s + fmt::format("  ** expected wall clock: NOT ESTIMATED: {}\n", why);
-    s += fmt::format(
+    if (const auto why = expected_invalid_reason(e, tr); !why.empty())
+        return s + trf(tr, "  ** expected wall clock: NOT ESTIMATED: {}\n", why);
+    s += trf(tr,
         "  expected wall clock {:.1f} d (slowdowns, stragglers, checkpoints, failures, planned stops{}, restarts): {} billed",
-        e.expected_days, e.run.preemption_interval_s > 0 ? ", preemptions" : "", money(e.expected_cost, e.currency));
+        e.expected_days, e.run.preemption_interval_s > 0 ? tr(", preemptions") : "", money(e.expected_cost, e.currency));
     if (e.billing_options.size() > 1) {
         const auto& c = e.billing_options[e.cheapest_option];
-        s += fmt::format("; cheapest listed option: {} at {} ({:.1f} d, {:.1f}% unused)",
-                         model::to_string(c.bill.commitment), money(c.bill.cost, e.currency), c.expected_days,
+        s += trf(tr, "; cheapest listed option: {} at {} ({:.1f} d, {:.1f}% unused)",
+                         tr(model::to_string(c.bill.commitment)), money(c.bill.cost, e.currency), c.expected_days,
                          100 * c.bill.unused_fraction);
     }
     return s + "\n";
 }
 
 // "  energy: 58.3 MWh at PUE 1.40 (avg 6.6 kW; 520 W per GPU), 40.8 k CNY, 23.1 t CO2, 1.2 kWh per M tokens"
-std::string energy_line(const RunEstimate& e) {
-    if (!e.energy) return fmt::format("  energy: unknown ({})\n", e.energy_note);
+std::string energy_line(const RunEstimate& e, const Translator& tr) {
+    if (!e.energy) return trf(tr, "  energy: unknown ({})\n", e.energy_note);
     if (!e.run.first_order_valid)
-        return "  energy: not estimated (it is taken over the expected wall clock, which is not)\n";
+        return std::string(tr("  energy: not estimated (it is taken over the expected wall clock, which is not)\n"));
     const auto& en = *e.energy;
     const std::string amount =
         en.kwh >= 1e3 ? fmt::format("{:.1f} MWh", en.kwh / 1e3) : fmt::format("{:.1f} kWh", en.kwh);
-    return fmt::format(
+    return trf(tr,
         "  energy: {} at PUE {:.2f} over the expected {:.1f} d (avg {:.1f} kW; {:.0f} W per GPU), {}, {}, "
         "{:.3g} kWh per M tokens\n",
         amount, en.pue, en.hours / 24.0, en.facility_power_kw, en.gpu_power_w,
-        en.cost ? money(*en.cost, en.currency) : std::string("no electricity price (energy.price)"),
+        en.cost ? money(*en.cost, en.currency) : std::string(tr("no electricity price (energy.price)")),
         en.co2_kg ? fmt::format("{:.1f} t CO2", *en.co2_kg / 1e3)
-                  : std::string("no grid intensity (energy.grid_intensity)"),
+                  : std::string(tr("no grid intensity (energy.grid_intensity)")),
         en.kwh_per_million_tokens);
 }
 
@@ -474,120 +480,120 @@ std::string csv_line(const std::vector<std::string>& columns, const json& row) {
     return out + '\n';
 }
 
-std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
+std::string format_plan(const model::Plan& plan, const RunEstimate& e, const Translator& tr) {
     std::string s;
     s += fmt::format("== {} ==\n", e.name);
-    s += fmt::format("  {} on {} x {} ({}, profile: {}), {} | {} | {} sharding, recompute {}\n", plan.model.name,
+    s += trf(tr, "  {} on {} x {} ({}, profile: {}), {} | {} | {} sharding, recompute {}\n", plan.model.name,
                      plan.num_gpus(), plan.hardware.name, model::to_string(plan.precision),
                      model::to_string(plan.hardware.provenance), layout(plan),
                      fmt::format("gbs {} x mbs {} x seq {}", plan.training.global_batch, plan.training.micro_batch,
                                  plan.training.seq_len),
                      model::to_string(plan.parallel.sharding), model::recompute_label(plan));
     if (plan.stack)
-        s += fmt::format("  stack profile: {} ({}; {}): the hardware profile's efficiencies and host costs as this "
+        s += trf(tr, "  stack profile: {} ({}; {}): the hardware profile's efficiencies and host costs as this "
                          "stack reaches them\n",
-                         plan.stack->name, plan.stack->source_file.empty() ? "in memory" : plan.stack->source_file,
-                         plan.stack->fitted ? fmt::format("fitted on {} runs", plan.stack->runs.size())
-                                            : std::string("written by hand"));
+                         plan.stack->name, plan.stack->source_file.empty() ? tr("in memory") : plan.stack->source_file,
+                         plan.stack->fitted ? trf(tr, "fitted on {} runs", plan.stack->runs.size())
+                                            : std::string(tr("written by hand")));
     if (!plan.parallel.framework.empty())
-        s += fmt::format("  framework: {} (its behaviours fill the properties the scenario does not write)\n",
+        s += trf(tr, "  framework: {} (its behaviours fill the properties the scenario does not write)\n",
                          plan.parallel.framework);
     else
-        s += "  framework: none written: a well-tuned Megatron-Core stack is assumed (parallel.framework)\n";
+        s += tr("  framework: none written: a well-tuned Megatron-Core stack is assumed (parallel.framework)\n");
     const auto& m = e.memory;
-    s += fmt::format("  memory per GPU (stage {}): {:.1f} GiB of {:.1f} GiB{}\n", m.stage, to_gib(m.total()),
+    s += trf(tr, "  memory per GPU (stage {}): {:.1f} GiB of {:.1f} GiB{}\n", m.stage, to_gib(m.total()),
                      to_gib(e.capacity),
-                     !e.fits           ? "  ** DOES NOT FIT **"
-                     : e.memory_tight ? fmt::format("  (tight: {:.1f} GiB free, less than the {:.0f}% an allocator "
+                     !e.fits           ? std::string(tr("  ** DOES NOT FIT **"))
+                     : e.memory_tight ? trf(tr, "  (tight: {:.1f} GiB free, less than the {:.0f}% an allocator "
                                                      "needs against fragmentation)",
                                                      to_gib(e.capacity - m.total()), 100 * kMemoryHeadroomFraction)
                                        : std::string());
-    s += fmt::format("    weights {:.1f} | grads {:.1f} | optimizer {:.1f} | activations {:.1f} ({} in flight) | "
+    s += trf(tr, "    weights {:.1f} | grads {:.1f} | optimizer {:.1f} | activations {:.1f} ({} in flight) | "
                      "fp8 {:.1f} | workspace {:.2f} | reserved {:.1f} GiB\n",
                      to_gib(m.weights), to_gib(m.gradients), to_gib(m.optimizer), to_gib(m.activations),
                      m.inflight_microbatches, to_gib(m.fp8_buffers), to_gib(m.workspace), to_gib(m.reserved));
     if (m.step_transient.value() > 0)
-        s += fmt::format("    optimizer step: {:.1f} GiB of temporaries once the activations are freed (FP16_Optimizer's "
+        s += trf(tr, "    optimizer step: {:.1f} GiB of temporaries once the activations are freed (FP16_Optimizer's "
                          "FP32 gradient copies and their flat buffer){}\n",
-                         to_gib(m.step_transient), m.step_transient > m.activations ? "; this phase sets the peak" : "");
+                         to_gib(m.step_transient), m.step_transient > m.activations ? tr("; this phase sets the peak") : "");
     if (plan.parallel.offload != model::Offload::none)
-        s += fmt::format("  CPU offload ({}): {:.1f} GiB of host memory per node of {:.1f} GiB{}\n",
+        s += trf(tr, "  CPU offload ({}): {:.1f} GiB of host memory per node of {:.1f} GiB{}\n",
                          model::to_string(plan.parallel.offload), to_gib(e.host_needed), to_gib(e.host_capacity),
-                         e.host_needed > e.host_capacity ? "  ** DOES NOT FIT **" : "");
+                         e.host_needed > e.host_capacity ? tr("  ** DOES NOT FIT **") : "");
     if (!e.step) {
-        s += "  not simulated: the plan does not fit in memory\n";
+        s += tr("  not simulated: the plan does not fit in memory\n");
         return s;
     }
     const auto& b = e.step->breakdown;
     const double t = e.step->step_time.seconds(); // the GPU's simulated step (CPU offload adds to it)
     auto pct = [&](Time x) { return 100.0 * x.seconds() / t; };
-    s += fmt::format("  step time {:.3f} s (critical stage {}{}):\n", e.step_time_s, e.step->critical_stage,
-                     e.offload ? fmt::format("; the GPU's {:.3f} s plus CPU offload", t) : std::string());
-    s += fmt::format("    compute {:.3f} s ({:.1f}%: fwd {:.3f}, bwd {:.3f}, recompute {:.3f}) | optimizer {:.3f} s\n",
+    s += trf(tr, "  step time {:.3f} s (critical stage {}{}):\n", e.step_time_s, e.step->critical_stage,
+                     e.offload ? trf(tr, "; the GPU's {:.3f} s plus CPU offload", t) : std::string());
+    s += trf(tr, "    compute {:.3f} s ({:.1f}%: fwd {:.3f}, bwd {:.3f}, recompute {:.3f}) | optimizer {:.3f} s\n",
                      b.compute().seconds(), pct(b.compute()), b.forward.seconds(), b.backward.seconds(),
                      b.recompute.seconds(), b.optimizer.seconds());
-    s += fmt::format("    exposed comm: TP {:.3f} s ({:.1f}%) | CP {:.3f} | DP {:.3f} ({:.1f}%) | PP {:.3f} | "
+    s += trf(tr, "    exposed comm: TP {:.3f} s ({:.1f}%) | CP {:.3f} | DP {:.3f} ({:.1f}%) | PP {:.3f} | "
                      "pipeline bubble {:.3f} s ({:.1f}%)\n",
                      b.tp_exposed.seconds(), pct(b.tp_exposed), b.cp_exposed.seconds(), b.dp_exposed.seconds(),
                      pct(b.dp_exposed), b.pp_exposed.seconds(), b.bubble.seconds(), pct(b.bubble));
-    s += fmt::format(
+    s += trf(tr,
         "    host-bound {:.3f} s ({:.1f}%: the GPU waiting for the host to issue kernels; host busy {:.3f} s, "
         "dispatch '{}', parallel.host_dispatch; host CPU at {:.2f}x the reference, profile node.host_cpu_speed)\n",
         b.host_bound.seconds(), pct(b.host_bound), e.step->host_busy.seconds(),
         model::to_string(plan.parallel.host_dispatch), plan.hardware.host_cpu_speed);
     if (e.offload) {
         const auto& o = *e.offload;
-        s += fmt::format(
+        s += trf(tr,
             "    CPU offload: +{:.3f} s per step (GPU optimizer {:.3f} s removed; gradients to host {:.3f} s, "
             "{:.3f} exposed past backward; CPU Adam {:.3f} s for the node; parameters back {:.3f} s{})\n",
             o.added_s + o.gpu_optimizer_s, o.gpu_optimizer_s, o.grad_to_host_s, o.grad_exposed_s, o.cpu_adam_s,
             o.params_to_gpu_s,
             o.param_fetch_s > 0
-                ? fmt::format("; parameter fetches {:.3f} s, {:.3f} exposed", o.param_fetch_s, o.param_fetch_exposed_s)
+                ? trf(tr, "; parameter fetches {:.3f} s, {:.3f} exposed", o.param_fetch_s, o.param_fetch_exposed_s)
                 : std::string());
     }
-    s += fmt::format("  throughput {:.0f} tokens/s ({:.0f} per GPU) | {:.0f} model TFLOP/s per GPU | "
+    s += trf(tr, "  throughput {:.0f} tokens/s ({:.0f} per GPU) | {:.0f} model TFLOP/s per GPU | "
                      "MFU {:.1f}% of {:.0f} TFLOP/s ({} peak, causal FLOPs; non-causal {:.1f}%)\n",
                      e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,
                      model::to_string(plan.precision), 100 * e.mfu_noncausal);
     if (!e.band) {
-        s += fmt::format("  {} tokens: {:.1f} days | {:.0f} GPU-hours | {}\n", model::format_count(plan.training.tokens),
+        s += trf(tr, "  {} tokens: {:.1f} days | {:.0f} GPU-hours | {}\n", model::format_count(plan.training.tokens),
                          e.days_to_train, e.gpu_hours,
                          !e.priced
-                             ? std::string("no price (pricing.rate)")
-                             : fmt::format("{} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
+                             ? std::string(tr("no price (pricing.rate)"))
+                             : trf(tr, "{} at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
                                            e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
         if (!e.priced && !e.run.first_order_valid)
-            s += fmt::format("  ** expected wall clock: NOT ESTIMATED: {}\n", expected_invalid_reason(e));
-        s += billing_lines(e);
-        s += energy_line(e);
+            s += trf(tr, "  ** expected wall clock: NOT ESTIMATED: {}\n", expected_invalid_reason(e, tr));
+        s += billing_lines(e, tr);
+        s += energy_line(e, tr);
         return s;
     }
     const auto& band = *e.band;
-    s += fmt::format(
+    s += trf(tr,
         "  {} tokens: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {}\n",
         model::format_count(plan.training.tokens),
         e.days_to_train, e.days_to_train * band.time_p10, e.days_to_train * band.time_p90, e.gpu_hours,
         e.gpu_hours * band.time_p10, e.gpu_hours * band.time_p90,
-        !e.priced ? std::string("no price (pricing.rate)")
-                  : fmt::format("{} ({}-{}) at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
+        !e.priced ? std::string(tr("no price (pricing.rate)"))
+                  : trf(tr, "{} ({}-{}) at {:.2f} {}/GPU-h | {:.2f} {} per M tokens", money(e.cost, e.currency),
                                 money(e.bill_for_days(e.days_to_train * band.time_p10).cost, e.currency),
                                 money(e.bill_for_days(e.days_to_train * band.time_p90).cost, e.currency),
                                 e.price_per_gpu_hour, e.currency, e.cost_per_million_tokens, e.currency));
     if (!e.priced && !e.run.first_order_valid)
-        s += fmt::format("  ** expected wall clock: NOT ESTIMATED: {}\n", expected_invalid_reason(e));
-    s += billing_lines(e);
-    s += energy_line(e);
-    s += fmt::format("  80% band (p10-p90, docs/trust.md): {}; regime {}\n", band.basis, band.regime);
-    for (const auto& why : band.out_of_domain) s += fmt::format("  ** outside the evidence: {}\n", why);
+        s += trf(tr, "  ** expected wall clock: NOT ESTIMATED: {}\n", expected_invalid_reason(e, tr));
+    s += billing_lines(e, tr);
+    s += energy_line(e, tr);
+    s += trf(tr, "  80% band (p10-p90, docs/trust.md): {}; regime {}\n", band.basis, band.regime);
+    for (const auto& why : band.out_of_domain) s += trf(tr, "  ** outside the evidence: {}\n", why);
     return s;
 }
 
-std::string format_comparison(const std::vector<PlanResult>& results, std::size_t width_limit) {
-    std::vector<std::string> head{"plan"};
+std::string format_comparison(const std::vector<PlanResult>& results, std::size_t width_limit, const Translator& tr) {
+    std::vector<std::string> head{std::string(tr("plan"))};
     std::vector<std::vector<std::string>> rows;
-    auto row = [&](std::string label, auto&& f) {
-        std::vector<std::string> r{std::move(label)};
+    auto row = [&](std::string_view label, auto&& f) {
+        std::vector<std::string> r{std::string(tr(label))};
         for (const auto& x : results) r.push_back(f(*x.plan, x.estimate));
         rows.push_back(std::move(r));
     };
@@ -596,9 +602,9 @@ std::string format_comparison(const std::vector<PlanResult>& results, std::size_
     row("GPUs", [](const model::Plan& p, const RunEstimate&) { return fmt::format("{} x {}", p.num_gpus(), p.hardware.id); });
     row("precision", [](const model::Plan& p, const RunEstimate&) { return model::to_string(p.precision); });
     row("layout", [](const model::Plan& p, const RunEstimate&) { return layout(p); });
-    row("memory/GPU", [](const model::Plan&, const RunEstimate& e) {
+    row("memory/GPU", [&](const model::Plan&, const RunEstimate& e) {
         return fmt::format("{:.1f}/{:.1f} GiB{}", to_gib(e.memory.total()), to_gib(e.capacity),
-                           !e.fits ? " NO FIT" : e.memory_tight ? " tight" : "");
+                           !e.fits ? tr(" NO FIT") : e.memory_tight ? tr(" tight") : "");
     });
     row("step time", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.3f} s", e.step_time_s) : std::string("-"); });
     row("tokens/s/GPU", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.0f}", e.tokens_per_s_per_gpu) : std::string("-"); });
@@ -606,11 +612,11 @@ std::string format_comparison(const std::vector<PlanResult>& results, std::size_
     row("days", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.1f}", e.days_to_train) : std::string("-"); });
     row("GPU-hours", [&](const model::Plan&, const RunEstimate& e) { return ok(e) ? fmt::format("{:.0f}", e.gpu_hours) : std::string("-"); });
     row("cost", [&](const model::Plan&, const RunEstimate& e) {
-        return !ok(e) ? std::string("-") : !e.priced ? std::string("no price") : money(e.cost, e.currency);
+        return !ok(e) ? std::string("-") : !e.priced ? std::string(tr("no price")) : money(e.cost, e.currency);
     });
     row("per M tokens", [&](const model::Plan&, const RunEstimate& e) {
         return !ok(e)      ? std::string("-")
-               : !e.priced ? std::string("no price")
+               : !e.priced ? std::string(tr("no price"))
                            : fmt::format("{:.2f} {}", e.cost_per_million_tokens, e.currency);
     });
     // The electricity rows only where some plan's profile gives its power (energy.hpp).
@@ -627,7 +633,7 @@ std::string format_comparison(const std::vector<PlanResult>& results, std::size_
         });
         row("electricity", [&](const model::Plan&, const RunEstimate& e) {
             return !ok(e) || !e.energy ? std::string("-")
-                   : !e.energy->cost   ? std::string("no price")
+                   : !e.energy->cost   ? std::string(tr("no price"))
                                        : money(*e.energy->cost, e.energy->currency);
         });
         row("CO2", [&](const model::Plan&, const RunEstimate& e) {
@@ -637,8 +643,8 @@ std::string format_comparison(const std::vector<PlanResult>& results, std::size_
     }
     std::vector<std::size_t> width(head.size(), 0);
     for (std::size_t c = 0; c < head.size(); ++c) {
-        width[c] = head[c].size();
-        for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+        width[c] = display_width(head[c]);
+        for (const auto& r : rows) width[c] = std::max(width[c], display_width(r[c]));
     }
     // Past the width limit (the terminal's), the plans wrap: blocks of as many plan columns as fit,
     // each headed by the row labels again, separated by a blank line ("plans 1-3 of 12:").
@@ -651,16 +657,18 @@ std::string format_comparison(const std::vector<PlanResult>& results, std::size_
     }
     std::string s;
     auto line = [&](const std::vector<std::string>& cells, std::size_t first, std::size_t last) {
-        s += fmt::format("{:<{}}", cells[0], width[0]);
-        for (std::size_t c = first; c < last; ++c) s += fmt::format("  {:>{}}", cells[c], width[c]);
+        // Padded by display width, not bytes: a CJK character takes two columns (lang.hpp).
+        s += cells[0] + std::string(width[0] - display_width(cells[0]), ' ');
+        for (std::size_t c = first; c < last; ++c)
+            s += "  " + std::string(width[c] - display_width(cells[c]), ' ') + cells[c];
         s += "\n";
     };
     for (std::size_t b = 0; b < blocks.size(); ++b) {
         const auto [first, last] = blocks[b];
         if (blocks.size() > 1)
-            s += fmt::format("{}{} of {}:\n", b == 0 ? "" : "\n",
-                             last - first == 1 ? fmt::format("plan {}", first)
-                                               : fmt::format("plans {}-{}", first, last - 1),
+            s += trf(tr, "{}{} of {}:\n", b == 0 ? "" : "\n",
+                             last - first == 1 ? trf(tr, "plan {}", first)
+                                               : trf(tr, "plans {}-{}", first, last - 1),
                              head.size() - 1);
         line(head, first, last);
         for (const auto& r : rows) line(r, first, last);

@@ -213,7 +213,7 @@ std::string stacked_bars(const std::string& id, const std::string& title, const 
 
 
 std::string line_chart(const std::string& id, const std::string& title, const std::string& y_title, bool log_y,
-                       const std::vector<int>& x_ticks, const std::vector<LineSeries>& series) {
+                       const std::vector<int>& x_ticks, const std::vector<LineSeries>& series, const Translator& tr) {
     constexpr double left = 84, right = 24, top = 14, plot_h = 300;
     const double pw = kWidth - left - right;
     double xmin = 0, xmax = 0, ymin = 0, ymax = 0;
@@ -269,8 +269,8 @@ std::string line_chart(const std::string& id, const std::string& title, const st
     for (double t : y_ticks) yt.push_back({ypos(t), axis_num(t)});
     for (int t : x_ticks) xt.push_back({xpos(t), std::to_string(t)});
     std::string body = plot_frame(left, top, pw, bottom, yt, xt);
-    body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">GPUs (log scale)</text>", left + pw / 2,
-                        bottom + 36);
+    body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", left + pw / 2,
+                        bottom + 36, tr("GPUs (log scale)"));
     body += fmt::format(
         "<text x=\"16\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {0:.1f})\">{1}</text>",
         top + plot_h / 2, esc(y_title));
@@ -288,17 +288,17 @@ std::string line_chart(const std::string& id, const std::string& title, const st
         for (const auto& [x, y] : s.points) {
             const bool own = s.own.count(static_cast<int>(x)) > 0;
             body += fmt::format(
-                "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"{}><title>{}: {} GPUs, {}</title>"
-                "</circle>",
-                xpos(x), ypos(y), own ? 6 : 4, s.color, own ? " stroke=\"#222\" stroke-width=\"2\"" : "", esc(s.label),
-                x, fmt::format("{:.4g}", y));
+                "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"{}><title>{}</title></circle>", xpos(x),
+                ypos(y), own ? 6 : 4, s.color, own ? " stroke=\"#222\" stroke-width=\"2\"" : "",
+                esc(fmt::format(fmt::runtime(tr("{}: {} GPUs, {}")), s.label, x, fmt::format("{:.4g}", y))));
         }
     }
     std::vector<LegendItem> items;
     for (const auto& s : series)
-        items.push_back({s.points.empty() ? fmt::format("{} (no point fits)", s.label) : s.label, s.color});
-    items.push_back({"ideal linear scaling (dashed)", "#666", true});
-    items.push_back({"ringed: the scenario's own GPU count", "#222", false});
+        items.push_back(
+            {s.points.empty() ? fmt::format(fmt::runtime(tr("{} (no point fits)")), s.label) : s.label, s.color});
+    items.push_back({std::string(tr("ideal linear scaling (dashed)")), "#666", true});
+    items.push_back({std::string(tr("ringed: the scenario's own GPU count")), "#222", false});
     const double ly = bottom + 50;
     const double h = ly + legend(body, items, ly) + 8;
     return fmt::format(

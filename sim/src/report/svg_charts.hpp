@@ -3,6 +3,8 @@
 // sim/src/report.
 #pragma once
 
+#include "trainsim/sim/report/lang.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <optional>
@@ -64,6 +66,7 @@ double legend(std::string& s, const std::vector<LegendItem>& items, double y0);
                          const std::vector<BarRow>& rows, const std::string& unit,
                          const std::optional<LegendItem>& marker, const std::optional<LegendItem>& band = std::nullopt);
 [[nodiscard]] std::string line_chart(const std::string& id, const std::string& title, const std::string& y_title, bool log_y,
-                       const std::vector<int>& x_ticks, const std::vector<LineSeries>& series);
+                       const std::vector<int>& x_ticks, const std::vector<LineSeries>& series,
+                       const Translator& tr = Translator());
 
 } // namespace trainsim::sim::svg

@@ -18,6 +18,7 @@ namespace trainsim::sim {
 // dotted for nested ones, e.g. "memory.capacity_gib").
 [[nodiscard]] std::string html_report(const std::string& title, const std::string& scenario_file,
                                       const std::vector<PlanResult>& results,
-                                      const std::vector<ScalingSeries>& scaling);
+                                      const std::vector<ScalingSeries>& scaling,
+                                      const Translator& tr = Translator());
 
 } // namespace trainsim::sim

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "trainsim/model/core/scenario.hpp"
+#include "trainsim/sim/report/lang.hpp"
 #include "trainsim/sim/run/estimate.hpp"
 
 #include <nlohmann/json.hpp>
@@ -32,9 +33,10 @@ struct PlanResult {
 [[nodiscard]] std::string csv_line(const std::vector<std::string>& columns, const nlohmann::json& row);
 
 // Detailed text for one plan (step breakdown, throughput, memory, days, money).
-[[nodiscard]] std::string format_plan(const model::Plan& plan, const RunEstimate& e);
+[[nodiscard]] std::string format_plan(const model::Plan& plan, const RunEstimate& e, const Translator& tr = Translator());
 // Plans side by side, one column each; past `width` characters the plan columns wrap into blocks,
 // each with the row labels (the CLI passes the terminal's width, $COLUMNS, else 120).
-[[nodiscard]] std::string format_comparison(const std::vector<PlanResult>& results, std::size_t width = 120);
+[[nodiscard]] std::string format_comparison(const std::vector<PlanResult>& results, std::size_t width = 120,
+                                            const Translator& tr = Translator());
 
 } // namespace trainsim::sim
