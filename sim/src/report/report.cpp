@@ -3,6 +3,7 @@
 
 #include "trainsim/model/framework/framework_profile.hpp"
 
+#include "trainsim/model/accounting/finetune.hpp"
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/accounting/memory_model.hpp"
 #include "trainsim/model/core/text_format.hpp"
@@ -26,6 +27,12 @@ json breakdown_json(const StepBreakdown& b) {
 }
 
 namespace {
+
+// " to fine-tune (qlora)" after the token count of a fine-tune's days; nothing for pretraining.
+std::string days_label(const model::Plan& plan) {
+    if (plan.training.method == model::Method::pretrain) return {};
+    return fmt::format(" to fine-tune ({})", model::to_string(plan.training.method));
+}
 
 json memory_json(const model::MemoryBreakdown& m, Bytes capacity) {
     return json{{"stage", m.stage},
@@ -260,6 +267,23 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
            {"model_flops_per_token_causal", e.model_flops_per_token_causal},
            {"model_flops_per_token_noncausal", e.model_flops_per_token_noncausal},
            {"mfu_peak_tflops", e.peak_tflops}};
+    // What is trained (training.method; docs/model.md "Fine-tuning"): for a fine-tune,
+    // days_to_train is the days to fine-tune on `tokens` (epochs x dataset_tokens).
+    const auto& t = plan.training;
+    j["method"] = model::to_string(t.method);
+    if (t.dataset_tokens > 0) {
+        j["epochs"] = t.epochs;
+        j["dataset_tokens"] = t.dataset_tokens;
+    }
+    if (model::frozen_base(t)) {
+        j["lora_rank"] = t.lora_rank;
+        j["lora_targets"] = model::lora_target_names(t.lora_targets);
+        j["base_format"] = model::to_string(t.base_format);
+        j["trainable_params"] = plan.model.layers * model::trainable_params_per_layer(plan);
+    }
+    if (!p.master_weights) j["master_weights"] = false;
+    if (p.optimizer_in_backward) j["optimizer_in_backward"] = true;
+    if (p.paged_optimizer) j["paged_optimizer"] = true;
     if (plan.parallel.offload != model::Offload::none) {
         j["host_memory_per_node_gib"] = to_gib(e.host_needed);
         j["host_capacity_gib"] = to_gib(e.host_capacity);
@@ -505,9 +529,11 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      to_gib(m.weights), to_gib(m.gradients), to_gib(m.optimizer), to_gib(m.activations),
                      m.inflight_microbatches, to_gib(m.fp8_buffers), to_gib(m.workspace), to_gib(m.reserved));
     if (m.step_transient.value() > 0)
-        s += fmt::format("    optimizer step: {:.1f} GiB of temporaries once the activations are freed (FP16_Optimizer's "
-                         "FP32 gradient copies and their flat buffer){}\n",
-                         to_gib(m.step_transient), m.step_transient > m.activations ? "; this phase sets the peak" : "");
+        s += fmt::format("    optimizer step: {:.1f} GiB of temporaries once the activations are freed ({}){}\n",
+                         to_gib(m.step_transient),
+                         plan.parallel.paged_optimizer ? "the paged optimizer's state, paged back in"
+                                                       : "FP16_Optimizer's FP32 gradient copies and their flat buffer",
+                         m.step_transient > m.activations ? "; this phase sets the peak" : "");
     if (plan.parallel.offload != model::Offload::none)
         s += fmt::format("  CPU offload ({}): {:.1f} GiB of host memory per node of {:.1f} GiB{}\n",
                          model::to_string(plan.parallel.offload), to_gib(e.host_needed), to_gib(e.host_capacity),
@@ -549,7 +575,8 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
                      e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,
                      model::to_string(plan.precision), 100 * e.mfu_noncausal);
     if (!e.band) {
-        s += fmt::format("  {} tokens: {:.1f} days | {:.0f} GPU-hours | {}\n", model::format_count(plan.training.tokens),
+        s += fmt::format("  {} tokens{}: {:.1f} days | {:.0f} GPU-hours | {}\n", model::format_count(plan.training.tokens),
+                         days_label(plan),
                          e.days_to_train, e.gpu_hours,
                          !e.priced
                              ? std::string("no price (pricing.rate)")
@@ -563,8 +590,8 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e) {
     }
     const auto& band = *e.band;
     s += fmt::format(
-        "  {} tokens: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {}\n",
-        model::format_count(plan.training.tokens),
+        "  {} tokens{}: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {}\n",
+        model::format_count(plan.training.tokens), days_label(plan),
         e.days_to_train, e.days_to_train * band.time_p10, e.days_to_train * band.time_p90, e.gpu_hours,
         e.gpu_hours * band.time_p10, e.gpu_hours * band.time_p90,
         !e.priced ? std::string("no price (pricing.rate)")
