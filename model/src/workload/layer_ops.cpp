@@ -369,7 +369,9 @@ void Builder::make_lora_protos() {
         const auto out = static_cast<std::int64_t>(column ? g.out / tp : g.out);
         const std::int64_t rc = r * g.count;
         lp_.lora_fwd[i] = {gemm("lora_a_" + n, T, rc, k, gp), gemm("lora_b_" + n, T, out, r, gp)};
-        lp_.lora_bwd[i] = {gemm("lora_b_dgrad_" + n, T, rc, out, gp), gemm("lora_b_wgrad_" + n, r, out, T, gp),
+        // B's input gradient: each target's dY_i B_i^T (T x r from n_i), 2 T r n_i FLOPs, as one
+        // T x r x sum(n) GEMM; B's weight gradient likewise r x sum(n) x T.
+        lp_.lora_bwd[i] = {gemm("lora_b_dgrad_" + n, T, r, out, gp), gemm("lora_b_wgrad_" + n, r, out, T, gp),
                            gemm("lora_a_dgrad_" + n, T, k, rc, gp), gemm("lora_a_wgrad_" + n, k, rc, T, gp)};
     }
 }
