@@ -312,7 +312,7 @@ TEST_CASE("done when: QLoRA of Llama-2 7B fits one RTX 3090 and simulate prints 
     const auto& p0 = j.at("plans").at(0);
     CHECK(p0.at("method") == "qlora");
     CHECK(p0.at("base_format") == "nf4");
-    CHECK(p0.at("tokens") == Approx(60e6));
+    CHECK(p0.at("tokens") == Approx(3 * 400e6)); // epochs x dataset_tokens
     CHECK(p0.at("tokens_per_s_per_gpu").get<double>() > 0);
     CHECK(p0.at("fits") == true);
 }
