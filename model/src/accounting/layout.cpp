@@ -96,6 +96,74 @@ bool no_empty_chunk(int layers, int pp, int vp) {
 } // namespace
 
 namespace {
+// Fine-tuning methods and the full fine-tuning recipes' memory tricks (docs/model.md
+// "Fine-tuning"): what each is modelled with.
+template <class Add> void check_finetune(const Plan& plan, Add&& add) {
+    const auto& p = plan.parallel;
+    const auto& t = plan.training;
+    if (frozen_base(t)) {
+        if (p.sharding != Sharding::none && p.sharding != Sharding::dist_opt && p.sharding != Sharding::zero1 &&
+            p.sharding != Sharding::zero2)
+            add("parallel.sharding",
+                fmt::format("{} is modelled with whole frozen weights on each rank (sharding none, dist_opt, zero1 "
+                            "or zero2: only the adapters' state is sharded), not '{}'",
+                            to_string(t.method), to_string(p.sharding)));
+        if (plan.precision == Precision::fp8)
+            add("precision", fmt::format("{} is modelled in bf16 or fp16 (PEFT / bitsandbytes GEMMs), not fp8",
+                                         to_string(t.method)));
+        const PpSchedule schedule = effective_schedule(p.pp_schedule, p.vp);
+        if (schedule == PpSchedule::zb_h1 || schedule == PpSchedule::zb_v || schedule == PpSchedule::dualpipe_v)
+            add("parallel.pp_schedule",
+                fmt::format("a split backward defers weight gradients, which {} has only for its adapters: use "
+                            "1f1b or interleaved",
+                            to_string(t.method)));
+        if (p.offload != Offload::none)
+            add("parallel.offload", fmt::format("{} keeps the adapters' small optimizer state on the GPU; CPU offload "
+                                                "is modelled for pretrain and full",
+                                                to_string(t.method)));
+        if (t.lora_rank > plan.model.hidden)
+            add("training.lora_rank", fmt::format("rank {} is more than the hidden size {}: not a low-rank adapter",
+                                                  t.lora_rank, plan.model.hidden));
+    }
+    if (t.base_format == BaseFormat::nf4 && t.method != Method::qlora)
+        add("training.base_format",
+            fmt::format("nf4 base weights are QLoRA's (frozen, dequantised per GEMM): method qlora, not {}",
+                        to_string(t.method)));
+    if (t.method == Method::qlora && t.base_format != BaseFormat::nf4)
+        add("training.base_format", "qlora keeps its frozen base in nf4; LoRA over BF16 weights is method lora");
+    if (!p.master_weights) {
+        if (plan.precision != Precision::bf16)
+            add("parallel.master_weights",
+                fmt::format("training without a master copy keeps BF16 weights (precision bf16), not {}",
+                            to_string(plan.precision)));
+        if (p.master_param_remainders)
+            add("parallel.master_weights", "16-bit master remainders complete a master copy, and there is none");
+        if (p.offload != Offload::none)
+            add("parallel.master_weights", "CPU offload runs CPU Adam on an FP32 master copy, and there is none");
+    }
+    if (p.optimizer_state == OptimizerState::int8 && p.offload != Offload::none)
+        add("parallel.optimizer_state", "CPU offload runs CPU Adam on FP32 state, not 8-bit state");
+    if (p.optimizer_state == OptimizerState::int8 && p.master_param_remainders)
+        add("parallel.master_param_remainders",
+            "16-bit master remainders are modelled with optimizer_state fp32, not 8bit");
+    if (p.optimizer_in_backward) {
+        if (p.dp * p.cp != 1 || p.pp != 1 || p.sharding != Sharding::none)
+            add("parallel.optimizer_in_backward",
+                fmt::format("the step inside the backward is modelled on one data-parallel rank without a pipeline "
+                            "or sharding (torchtune's single-device recipe); got dp*cp={}, pp={}, sharding {}",
+                            p.dp * p.cp, p.pp, to_string(p.sharding)));
+        else if (plan.grad_accum() != 1)
+            add("parallel.optimizer_in_backward",
+                fmt::format("a step per backward leaves no gradients to accumulate: needs global_batch = micro_batch "
+                            "x dp (1 micro-batch per step, as torchtune requires), got {} micro-batches",
+                            plan.grad_accum()));
+        if (p.offload != Offload::none)
+            add("parallel.optimizer_in_backward", "the step inside the backward runs on the GPU, not with CPU offload");
+    }
+    if (p.paged_optimizer && p.offload != Offload::none)
+        add("parallel.paged_optimizer", "a paged optimizer pages its GPU state itself; not with CPU offload");
+}
+
 // What a schedule asks of the layout (docs/model.md "Pipeline schedules").
 template <class Add> void check_schedule(const Plan& plan, Add&& add) {
     const auto& p = plan.parallel;
@@ -295,6 +363,7 @@ std::vector<LayoutProblem> check_layout(const Plan& plan) {
             add("parallel.master_param_remainders",
                 "16-bit master remainders complete an FP32 master copy; with optimizer_state: bf16 there is none");
     }
+    check_finetune(plan, add);
     if (p.recompute_layers != 0) {
         if (p.recompute != Recompute::full)
             add("parallel.recompute_layers",

@@ -1,5 +1,6 @@
 #include "trainsim/model/accounting/memory_model.hpp"
 
+#include "trainsim/model/accounting/finetune.hpp"
 #include "trainsim/model/accounting/flops.hpp"
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/accounting/pipeline_schedule.hpp"
@@ -48,6 +49,17 @@ Bytes layer_activation_bytes(const ModelArch& m, int seq_len, int micro_batch, i
     // Attention core: with flash attention only the FP32 log-sum-exp per query and head;
     // otherwise the softmax output (2 B), and with dropout its mask (1 B) and output (2 B),
     // over s/cp queries x s keys — unless selective recompute rebuilds them.
+    if (opt.frozen) {
+        const auto groups = lora_groups(m, opt.lora_targets);
+        if (groups[0].count == 0) replicated -= gemm_in * T * h;  // QKV input (LN1 output)
+        if (groups[2].count == 0) replicated -= gemm_in * T * h;  // FC1 input (LN2 output)
+        if (groups[3].count == 0) sharded -= gemm_in * T * f / t; // FC2 input (activation output)
+        // A's outputs, kept for B's weight gradient (whole on each TP rank: counted unsharded).
+        double targets = 0;
+        for (const auto& group : groups) targets += group.count;
+        sharded += 2.0 * T * opt.lora_rank * targets;
+    }
+
     double core = 0;
     if (opt.flash_attention) {
         core = 4.0 * T * a / t;
@@ -69,9 +81,35 @@ bool gathers_per_layer(const Parallel& p) {
            ((p.sharding == Sharding::fsdp || p.sharding == Sharding::hsdp) && p.pp == 1);
 }
 
-double optimizer_bytes_per_param(const Parallel& p) {
-    if (p.optimizer_state == OptimizerState::bf16) return 6.0;
-    return p.master_param_remainders ? 10.0 : 12.0;
+double master_bytes_per_param(const Parallel& p) {
+    if (!p.master_weights) return 0.0;
+    if (p.optimizer_state == OptimizerState::bf16) return 2.0;
+    return p.master_param_remainders ? 2.0 : 4.0;
+}
+
+double moment_bytes_per_param(const Parallel& p) {
+    switch (p.optimizer_state) {
+    case OptimizerState::bf16: return 4.0;
+    case OptimizerState::int8: return kAdam8bitBytesPerParam;
+    case OptimizerState::fp32: break;
+    }
+    return 8.0;
+}
+
+double optimizer_bytes_per_param(const Parallel& p) { return master_bytes_per_param(p) + moment_bytes_per_param(p); }
+
+ActivationOptions activation_options(const Plan& plan) {
+    const auto& p = plan.parallel;
+    ActivationOptions opt;
+    opt.flash_attention = p.attention != AttentionImpl::unfused;
+    opt.dropout = p.dropout;
+    opt.selective = p.selective_recompute;
+    if (frozen_base(plan.training)) {
+        opt.frozen = true;
+        opt.lora_targets = plan.training.lora_targets;
+        opt.lora_rank = plan.training.lora_rank;
+    }
+    return opt;
 }
 
 double grad_bytes_per_param(const Plan& plan) {
@@ -80,6 +118,10 @@ double grad_bytes_per_param(const Plan& plan) {
     // FP16 gradients with --fp16. DeepSpeed ZeRO and PyTorch FSDP mixed precision reduce in
     // the 16-bit compute dtype, as does a 16-bit gradient sync (parallel.main_grads_fp32 false).
     const auto& p = plan.parallel;
+    // LoRA adapters are FP32 (PEFT's get_peft_model autocast_adapter_dtype casts them up from a
+    // 16-bit base), and so are their gradients. Pure BF16 training has BF16 gradients.
+    if (frozen_base(plan.training)) return 4.0;
+    if (!p.master_weights) return 2.0;
     const bool megatron = p.sharding == Sharding::none || p.sharding == Sharding::dist_opt;
     if (per_layer_sharding(p.sharding) && p.fsdp_reduce_fp32) return 4.0;
     if (deepspeed_bf16_optimizer(plan)) return 4.0;
@@ -113,7 +155,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     // BF16 weights 2, gradients 4 (FP32 main grads, Megatron) or 2 (ZeRO/FSDP), FP32 master 4 + Adam 8.
     // Megatron's main-gradient buffer is FP32 (also under --fp16: the optimizer copies to FP32
     // main gradients); a 16-bit gradient sync (parallel.main_grads_fp32 false) halves it.
-    const double main_grad = p.main_grads_fp32 ? 4.0 : 2.0;
+    const double main_grad = p.main_grads_fp32 && p.master_weights ? 4.0 : 2.0;
     // FP8 primary weights keep the layers' GEMM weights in 1 B (embeddings and the head stay
     // BF16); 16-bit master remainders make the FP32 master copy 2 B of the 12.
     const double layer_local = layers_per_stage * pc.per_layer / p.tp;
@@ -173,6 +215,30 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
         mb.optimizer = Bytes(optimizer * local / shard);
         break;
     }
+    if (frozen_base(plan.training)) {
+        // LoRA / QLoRA: the frozen weights (the layers' GEMM weights in the base format, norms,
+        // embedding and head in BF16, as bitsandbytes quantises nn.Linear layers but not the LM head:
+        // transformers' get_keys_to_not_convert) carry no gradient and no optimizer state. The
+        // adapters are FP32 (PEFT), their own master: FP32 gradients and the optimizer's moments,
+        // sharded as the plan shards them.
+        const auto w = layer_gemm_weights(m);
+        const double gemm_local = layers_per_stage * (w[0] + w[1] + w[2] + w[3]) / p.tp;
+        const double adapters = layers_per_stage * trainable_params_per_layer(plan) / p.tp;
+        const double opt_shard = p.sharding == Sharding::none ? 1.0 : dp_group;
+        mb.weights = Bytes(base_gemm_bytes_per_weight(plan.training.base_format) * gemm_local +
+                           2.0 * (local - gemm_local) + 4.0 * adapters);
+        mb.gradients = Bytes(4.0 * adapters / (p.sharding == Sharding::zero2 ? dp_group : 1.0));
+        mb.optimizer = Bytes(moment_bytes_per_param(p) * adapters / opt_shard);
+        if (p.optimizer_in_backward && layers_per_stage > 0) mb.gradients = Bytes(4.0 * adapters / layers_per_stage);
+    } else if (p.optimizer_in_backward) {
+        // The step runs per parameter as its gradient is ready and frees it (torchtune
+        // optimizer_in_bwd): at most one unit's gradients live at once, the largest of a layer,
+        // the embedding (first stage) and the head (last stage).
+        double unit_params = layers_per_stage > 0 ? pc.per_layer / p.tp : 0.0;
+        if (first) unit_params = std::max(unit_params, pc.embedding / p.tp);
+        if (last) unit_params = std::max(unit_params, (m.tied_embeddings ? pc.embedding : pc.lm_head) / p.tp);
+        mb.gradients = Bytes(grad_bytes_per_param(plan) * unit_params);
+    }
     if (p.offload != Offload::none) {
         // The optimizer state (and FP32 gradients) live in host memory; with parameter offload the
         // GPU keeps only the gathered working copies of the layers in use and their gradients.
@@ -209,10 +275,7 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     for (int c = 0; c < p.vp; ++c)
         layers_per_chunk = std::max(layers_per_chunk, chunk_layers(m.layers, p.pp, p.vp, stage, c, schedule));
     const auto& t = plan.training;
-    ActivationOptions opt;
-    opt.flash_attention = p.attention != AttentionImpl::unfused;
-    opt.dropout = p.dropout;
-    opt.selective = p.selective_recompute;
+    const ActivationOptions opt = activation_options(plan);
     const Bytes per_layer = layer_activation_bytes(m, t.seq_len, t.micro_batch, p.tp, p.sequence_parallel, p.cp,
                                                    p.recompute, plan.precision, opt);
     double act = per_layer.value() * layers_per_chunk * mb.inflight_microbatches;
@@ -241,6 +304,17 @@ MemoryBreakdown stage_memory(const Plan& plan, int stage) {
     // cuBLAS(Lt) workspace: 32 MiB on Hopper, as Transformer Engine sets it. Gradient buckets
     // live inside the contiguous gradient buffer counted above.
     mb.workspace = mib(32.0);
+    if (plan.training.base_format == BaseFormat::nf4) {
+        // bitsandbytes dequantises one NF4 weight to BF16 before its GEMM and frees it after
+        // (bnb.functional.dequantize_4bit in MatMul4Bit): the largest layer weight, once.
+        const auto w = layer_gemm_weights(m);
+        mb.workspace = mb.workspace + Bytes(2.0 * *std::max_element(w.begin(), w.end()) / p.tp);
+    }
+    if (p.paged_optimizer) {
+        // Paged out while the activations need the GPU, paged in for the step (QLoRA Sec. 3).
+        mb.step_transient = std::max(mb.step_transient, mb.optimizer);
+        mb.optimizer = Bytes(0);
+    }
     mb.reserved = plan.hardware.reserved_memory;
     return mb;
 }

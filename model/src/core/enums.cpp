@@ -106,8 +106,25 @@ std::string to_string(BillingIncrement v) {
 }
 
 std::string to_string(OptimizerState v) {
-    return v == OptimizerState::fp32 ? "fp32" : "bf16";
+    switch (v) {
+    case OptimizerState::fp32: return "fp32";
+    case OptimizerState::bf16: return "bf16";
+    case OptimizerState::int8: return "8bit";
+    }
+    return "?";
 }
+
+std::string to_string(Method v) {
+    switch (v) {
+    case Method::pretrain: return "pretrain";
+    case Method::full: return "full";
+    case Method::lora: return "lora";
+    case Method::qlora: return "qlora";
+    }
+    return "?";
+}
+
+std::string to_string(BaseFormat v) { return v == BaseFormat::bf16 ? "bf16" : "nf4"; }
 
 std::string to_string(FsdpFetch v) {
     return v == FsdpFetch::layer ? "layer" : "module";

@@ -166,6 +166,41 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
         int_key<B>("training.seq_len", 1, [](B& b) -> int& { return b.plan.training.seq_len; }),
         int_key<B>("training.global_batch", 1, [](B& b) -> int& { return b.plan.training.global_batch; }),
         int_key<B>("training.micro_batch", 1, [](B& b) -> int& { return b.plan.training.micro_batch; }),
+        enum_key<B, Method>("training.method", [](B& b) -> Method& { return b.plan.training.method; }),
+        int_key<B>("training.lora_rank", 1, [](B& b) -> int& { return b.plan.training.lora_rank; }),
+        {"training.lora_targets", "list",
+         [](B& b, const YAML::Node& v, const Site& at, const KeySpec&, Diags& out) {
+             // Hugging Face's module names without _proj, and the groups trainsim's layer has.
+             static const std::vector<std::pair<std::string, unsigned>> names{
+                 {"q", kLoraQ}, {"k", kLoraK}, {"v", kLoraV}, {"o", kLoraO}, {"gate", kLoraGate}, {"up", kLoraUp},
+                 {"down", kLoraDown}, {"qkv", kLoraQ | kLoraK | kLoraV}, {"fc1", kLoraGate | kLoraUp},
+                 {"fc2", kLoraDown}, {"all", kLoraAll}};
+             std::vector<std::string> allowed;
+             for (const auto& n : names) allowed.push_back(n.first);
+             std::vector<YAML::Node> items;
+             if (v.IsSequence()) {
+                 for (const auto& x : v) items.push_back(x);
+             } else {
+                 items.push_back(v);
+             }
+             unsigned bits = 0;
+             bool ok = !items.empty();
+             if (items.empty()) report(out, at, "an empty list: name at least one layer (or all)");
+             for (const auto& x : items) {
+                 auto name = detail::read_enum(x, at, allowed, out);
+                 if (!name) {
+                     ok = false;
+                     continue;
+                 }
+                 for (const auto& n : names)
+                     if (n.first == *name) bits |= n.second;
+             }
+             if (ok) b.plan.training.lora_targets = bits;
+             return ok;
+         }},
+        enum_key<B, BaseFormat>("training.base_format", [](B& b) -> BaseFormat& { return b.plan.training.base_format; }),
+        number_key<B>("training.epochs", [](B& b) -> double& { return b.plan.training.epochs; }),
+        count_key<B>("training.dataset_tokens", [](B& b) -> double& { return b.plan.training.dataset_tokens; }),
         int_key<B>("parallel.tp", 1, [](B& b) -> int& { return b.plan.parallel.tp; }),
         int_key<B>("parallel.pp", 1, [](B& b) -> int& { return b.plan.parallel.pp; }),
         int_key<B>("parallel.vp", 1, [](B& b) -> int& { return b.plan.parallel.vp; }),
@@ -235,6 +270,10 @@ std::vector<Binding<PlanBuild>> make_plan_bindings() {
                                       [](B& b) -> GradAccumulation& { return b.plan.parallel.grad_accumulation; }),
         enum_key<B, OptimizerState>("parallel.optimizer_state",
                                     [](B& b) -> OptimizerState& { return b.plan.parallel.optimizer_state; }),
+        bool_key<B>("parallel.master_weights", [](B& b) -> bool& { return b.plan.parallel.master_weights; }),
+        bool_key<B>("parallel.optimizer_in_backward",
+                    [](B& b) -> bool& { return b.plan.parallel.optimizer_in_backward; }),
+        bool_key<B>("parallel.paged_optimizer", [](B& b) -> bool& { return b.plan.parallel.paged_optimizer; }),
         int_key<B>("parallel.fsdp_gathers_per_layer", 1,
                    [](B& b) -> int& { return b.plan.parallel.fsdp_gathers_per_layer; }),
         count_key<B>("parallel.fsdp_prefetch_bucket_params",

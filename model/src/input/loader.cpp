@@ -411,6 +411,7 @@ public:
         const auto before = ctx_.out.size();
         read_keys();
         check_pricing();
+        resolve_finetune();
         auto model = read_model();
         auto hardware = read_hardware();
         resolve_dp();
@@ -452,6 +453,38 @@ private:
 
     std::string in_plan() const { return in_list_ ? fmt::format("in plan '{}': ", b_.plan.name) : std::string(); }
 
+    // A fine-tune's token count: epochs x dataset_tokens (training.tokens is then not written), and
+    // QLoRA's base weights in NF4 unless training.base_format says otherwise.
+    void resolve_finetune() {
+        auto& t = b_.plan.training;
+        if (t.method == Method::qlora && lookup("training.base_format") == nullptr) t.base_format = BaseFormat::nf4;
+        const Written* data = lookup("training.dataset_tokens");
+        const Written* epochs = lookup("training.epochs");
+        if (epochs != nullptr && !bad_.contains("training.epochs") && !(t.epochs > 0)) {
+            plan_problem(epochs->value_site, "must be more than 0 (passes over training.dataset_tokens)");
+            bad_.insert("training.epochs");
+        }
+        if (data == nullptr) {
+            if (epochs != nullptr && !bad_.contains("training.epochs"))
+                plan_problem(epochs->key_site,
+                             "epochs multiplies training.dataset_tokens, which is not written (training.tokens is "
+                             "the whole count)");
+            return;
+        }
+        if (lookup("training.tokens") != nullptr) {
+            plan_problem(data->key_site,
+                         "write training.tokens (the whole count) or training.dataset_tokens (times "
+                         "training.epochs), not both");
+            bad_.insert("training.tokens");
+            return;
+        }
+        if (bad_.contains("training.dataset_tokens") || bad_.contains("training.epochs")) {
+            bad_.insert("training.tokens");
+            return;
+        }
+        t.tokens = t.epochs * t.dataset_tokens;
+    }
+
     // What the pricing keys mean together: spot needs its rate, a spot rate its preemption rate,
     // and spot capacity is billed by the hour.
     void check_pricing() {
@@ -475,7 +508,8 @@ private:
             const auto& binding = Bindings::find(ctx_.bindings.plan, spec.path);
             if (const Written* w = lookup(spec.path)) {
                 if (!binding.apply(b_, w->value, w->value_site, spec, ctx_.out)) bad_.insert(spec.path);
-            } else if (spec.required && !(spec.path == "cluster.gpu" && ctx_.override_profile)) {
+            } else if (spec.required && !(spec.path == "cluster.gpu" && ctx_.override_profile) &&
+                       !(spec.path == "training.tokens" && lookup("training.dataset_tokens") != nullptr)) {
                 const Site at = site_for(spec.path);
                 const bool at_defaults = own_ == nullptr || !at.key.starts_with(own_->prefix + ".");
                 report(ctx_.out, at,

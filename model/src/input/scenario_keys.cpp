@@ -86,12 +86,32 @@ std::vector<KeySpec> make_table() {
         key("model.tied_embeddings", "bool", "", "false", "Input embedding and LM head share one matrix"),
         // --- training ---
         key("training", "section", "", "", "What is trained: tokens, sequence length, batch sizes"),
-        required("training.tokens", "count", "tokens", "Tokens to train on (e.g. 1T, 500B)"),
+        required("training.tokens", "count", "tokens",
+                 "Tokens to train on (e.g. 1T, 500B); not written when training.dataset_tokens is"),
         required("training.seq_len", "int", "tokens", "Tokens per sequence"),
         required("training.global_batch", "int", "sequences", "Sequences per optimizer step"),
         key("training.micro_batch", "int", "sequences", "1",
             "Sequences per micro-batch per data-parallel rank; gradient accumulation = "
             "global_batch / (micro_batch * dp)"),
+        one_of("training.method", spellings<Method>(4), "pretrain",
+               "What is trained: pretrain; full (a fine-tune of every weight: pre-training's workload and memory, "
+               "its own evidence); lora (low-rank adapters beside frozen BF16 weights, Hu et al. 2021); qlora "
+               "(adapters beside frozen 4-bit NF4 weights, Dettmers et al. 2023). docs/model.md \"Fine-tuning\""),
+        key("training.lora_rank", "int", "", "8",
+            "LoRA rank r (A: k x r, B: r x n per targeted weight); default PEFT's LoraConfig r and LLaMA-Factory's "
+            "lora_rank (the QLoRA paper used 64)"),
+        key("training.lora_targets", "list", "", "all",
+            "Linear layers with adapters: a list of q, k, v, o, gate, up, down (Hugging Face's q_proj ... "
+            "down_proj), qkv (q, k, v), fc1 (gate, up), fc2 (down), or all; default all, as the QLoRA paper "
+            "(Sec. 4) and LLaMA-Factory's lora_target: all"),
+        one_of("training.base_format", spellings<BaseFormat>(2), "bf16",
+               "Storage of the frozen base weights (nf4 for method qlora when not written): bf16, or nf4 (4-bit NormalFloat with double quantisation, "
+               "4.127 bits per weight, QLoRA Sec. 3; the layers' linear weights only, the embedding and head stay "
+               "BF16); nf4 needs method qlora"),
+        key("training.epochs", "number", "", "1", "Passes over training.dataset_tokens"),
+        key("training.dataset_tokens", "count", "tokens", "",
+            "Tokens of the fine-tuning set; the run trains on epochs x dataset_tokens (write it or "
+            "training.tokens, not both)"),
         // --- parallel ---
         key("parallel", "section", "", "", "Parallel layout and the framework behaviours that change step time"),
         key("parallel.tp", "int", "", "1", "Tensor-parallel degree"),
@@ -188,9 +208,21 @@ std::vector<KeySpec> make_table() {
             "FP32 master weights stored as 16-bit remainders of the BF16 weights (Apex DistributedFusedAdam "
             "store_param_remainders, NeMo): 2 B instead of 4 per parameter; needs BF16 weights and a sharded "
             "optimizer"),
-        one_of("parallel.optimizer_state", spellings<OptimizerState>(2), "fp32",
-               "Adam state datatype: fp32 (master weights and moments, 12 B per parameter) or bf16 (6 B: Apex "
-               "DistributedFusedAdam dtype=bf16, Megatron-Core precision-aware optimizer)"),
+        one_of("parallel.optimizer_state", spellings<OptimizerState>(3), "fp32",
+               "Adam state datatype: fp32 (master weights and moments, 12 B per parameter), bf16 (6 B: Apex "
+               "DistributedFusedAdam dtype=bf16, Megatron-Core precision-aware optimizer) or 8bit (bitsandbytes "
+               "Adam8bit: moments in 1 B each plus an FP32 constant per 2,048 values, over the master copy)"),
+        key("parallel.master_weights", "bool", "", "true",
+            "A master copy of the weights in the optimizer (FP32, BF16 under optimizer_state bf16); false: pure "
+            "BF16 training, the optimizer updates the BF16 weights and gradients are BF16 (torchtune full "
+            "fine-tune recipes, AnyPrecisionAdamW); needs precision bf16"),
+        key("parallel.optimizer_in_backward", "bool", "", "false",
+            "Each parameter's step runs as its gradient is ready and the gradient is freed (torchtune "
+            "optimizer_in_bwd): gradients of one unit at a time; needs one data-parallel rank, no sharding, no "
+            "pipeline and no gradient accumulation"),
+        key("parallel.paged_optimizer", "bool", "", "false",
+            "Paged optimizer (QLoRA, bitsandbytes paged_adamw): the optimizer state is paged to host memory while "
+            "the activations need the GPU and back for the step, so only the larger of the two counts"),
         one_of("parallel.offload", spellings<Offload>(3), "none",
                "CPU offload: none; optimizer (FP32 master weights, Adam moments and FP32 gradients in host memory, "
                "updated by CPU Adam: ZeRO-Offload, Megatron-Core optimizer CPU offload; needs a sharded optimizer); "
@@ -366,6 +398,9 @@ constexpr Range kRanges[] = {
     {"model.ffn", "1", "1048576", "published FFN widths are up to ~100k"},
     {"model.vocab", "1", "16777216", "published vocabularies are up to ~260k"},
     {"training.tokens", "1", "1000T", "the largest published runs are ~15-40T tokens"},
+    {"training.dataset_tokens", "1", "1000T", "as training.tokens"},
+    {"training.epochs", "0", "10000", "fine-tunes run 1-10 passes over their data"},
+    {"training.lora_rank", "1", "65536", "published LoRA ranks are 4-256"},
     {"training.seq_len", "1", "16777216", "published contexts reach 10M tokens"},
     {"training.global_batch", "1", "16777216", "published global batches are up to ~16k sequences"},
     {"training.micro_batch", "1", "65536", "at most the global batch, which is bounded likewise"},

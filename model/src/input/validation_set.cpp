@@ -77,7 +77,10 @@ const std::vector<std::string> kRequired{"id", "source_group", "source", "model"
                                          "tokens_per_s_per_gpu"};
 // Columns the schema has that a row may leave out (../shared/validation/README.md: how the value
 // was obtained, caveats): text the simulation does not read.
-const std::vector<std::string> kOptional{"derivation", "notes"};
+// `method` is trainsim's own addition, which the schema does not have: pretrain (blank), full,
+// lora or qlora (LoRA at its defaults: rank 8 on every linear layer, qlora over NF4), so that
+// fine-tuning runs can be checked in the same file (docs/trust.md).
+const std::vector<std::string> kOptional{"derivation", "notes", "method"};
 
 // A cell that is not one of its column's words but a word with a remark in parentheses ("none
 // (DDP, FSDP=0)" in a Megatron-Bridge table, "zero1 (ds_config stage 1)"): a description the
@@ -564,6 +567,18 @@ std::vector<ValidationRow> load_validation_csv(const std::filesystem::path& file
         } else
             diags.push_back({fname, start, column_of("precision"), "precision",
                              fmt::format("'{}' is not one of bf16, fp16, fp8", cell("precision"))});
+        if (col.contains("method") && !cell("method").empty()) {
+            if (auto me = enum_value<Method>(cell("method"), {{"pretrain", Method::pretrain},
+                                                              {"full", Method::full},
+                                                              {"lora", Method::lora},
+                                                              {"qlora", Method::qlora}})) {
+                p.training.method = *me;
+                if (*me == Method::qlora) p.training.base_format = BaseFormat::nf4;
+            } else {
+                diags.push_back({fname, start, column_of("method"), "method",
+                                 fmt::format("'{}' is not one of pretrain, full, lora, qlora", cell("method"))});
+            }
+        }
         // The framework's behaviours; the layout columns were read above (blank ones as it would).
         p.parallel.framework = r.framework;
         apply_framework_profile(fw, p, [](std::string_view key) {

@@ -13,6 +13,7 @@
 // Internal to model/src/workload.
 #pragma once
 
+#include "trainsim/model/accounting/finetune.hpp"
 #include "trainsim/model/accounting/flops.hpp"
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/accounting/memory_model.hpp"
@@ -92,6 +93,12 @@ struct LayerProtos {
     // Unfused attention (Megatron-LM 2021/2022): batched GEMMs around a softmax over s x s scores.
     std::vector<ProtoId> attn_fwd_ops, attn_bwd_ops;
     SublayerComm attn_comm, mlp_comm;
+    // LoRA / QLoRA, per GEMM group (QKV, attention output, FC1, FC2; docs/model.md "Fine-tuning"):
+    // QLoRA's NF4-to-BF16 dequantisation before the forward GEMM and its input-gradient GEMM
+    // (0: none), the adapters' forward GEMMs (x A, then (x A) B) and their backward GEMMs (B's input
+    // and weight gradients, A's input and weight gradients). Empty: no adapter on the group.
+    std::array<ProtoId, 4> dequant{};
+    std::array<std::vector<ProtoId>, 4> lora_fwd, lora_bwd;
 };
 
 struct HeadProtos {
@@ -126,6 +133,8 @@ private:
     SublayerComm sublayer_comm(const std::string& name);
 
     void make_layer_protos();
+    // LoRA / QLoRA: the adapters' GEMMs and QLoRA's dequantisation kernels (LayerProtos).
+    void make_lora_protos();
 
     // Kernels launched per op on the plan's dispatch path (layer_launches).
     void assign_launches();
@@ -180,6 +189,10 @@ private:
                                  bool split = false);
     std::uint32_t layer_weight_grad(StageState& st, int mb, int chunk);
 
+    // Before a frozen GEMM of group `g` (forward or input gradient): its dequantisation; after it,
+    // the adapters' ops of that direction.
+    void dequantise(StageState& st, int g, Category cat, int mb, int chunk);
+    void adapters(StageState& st, int g, bool forward, Category cat, int mb, int chunk);
     [[nodiscard]] bool alternate_matmuls() const;
     // torchtitan's op-level selective checkpointing replays the layer's forward at the start of
     // its backward: the saved outputs (attention, wq, wv, w1, w2, the TP reductions) are reused,
@@ -262,6 +275,8 @@ private:
     const Plan& plan_;
     const ModelArch& m_;
     const Parallel& p_;
+    // LoRA / QLoRA: the base weights are frozen (no weight-gradient GEMMs, no embedding backward).
+    bool frozen_ = false;
     OpGraph g_;
     std::int64_t tokens_ = 0;
     std::int64_t sp_tokens_ = 0;

@@ -79,7 +79,7 @@ LayerLaunches layer_launches(HostDispatch d, CrossEntropy ce) {
     return l;
 }
 
-Builder::Builder(const Plan& plan) : plan_(plan), m_(plan.model), p_(plan.parallel) {
+Builder::Builder(const Plan& plan) : plan_(plan), m_(plan.model), p_(plan.parallel), frozen_(frozen_base(plan.training)) {
     g_.tp = p_.tp;
     g_.pp = p_.pp;
     g_.vp = p_.vp;
@@ -333,6 +333,7 @@ void Builder::make_layer_protos() {
     }
     L.attn_comm = sublayer_comm("attn");
     L.mlp_comm = sublayer_comm("mlp");
+    if (frozen_) make_lora_protos();
     if (p_.tp_comm_overlap && p_.sequence_parallel && p_.tp > 1) {
         // Transformer Engine userbuffers (initialize_ub defaults): ring exchange for the GEMMs
         // fed by an all-gather (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad) computes one
@@ -341,6 +342,37 @@ void Builder::make_layer_protos() {
         // a whole collective beside a whole other GEMM.
         for (auto id : {L.qkv, L.fc1, L.out_dgrad, L.fc2_dgrad}) g_.protos[id].splits = p_.tp;
         for (auto id : {L.out, L.fc2}) g_.protos[id].splits = kTpOverlapPipelineSplits;
+    }
+}
+
+void Builder::make_lora_protos() {
+    const Precision gp = plan_.precision;
+    const std::int64_t T = tokens_;
+    const int tp = p_.tp;
+    const std::int64_t r = plan_.training.lora_rank;
+    const auto groups = lora_groups(m_, plan_.training.lora_targets);
+    const auto weights = layer_gemm_weights(m_);
+    static constexpr std::array<const char*, 4> names{"qkv", "attn_out", "fc1", "fc2"};
+    for (std::size_t i = 0; i < 4; ++i) {
+        const std::string n = names[i];
+        if (plan_.training.base_format == BaseFormat::nf4) {
+            // bitsandbytes dequantize_4bit: read the NF4 weight and its constants, write BF16.
+            lp_.dequant[i] = memory("nf4_dequant_" + n, weights[i] / tp * (base_gemm_bytes_per_weight(BaseFormat::nf4) + 2.0));
+        }
+        const auto& g = groups[i];
+        if (g.count == 0) continue;
+        // Column-parallel GEMMs (QKV, FC1) split B's columns over TP, row-parallel ones (output,
+        // FC2) A's rows; the partial x A of a row-parallel group is T x r, whose TP reduction is
+        // left out (r / h of the layer's own).
+        const bool column = i == 0 || i == 2;
+        const auto k = static_cast<std::int64_t>(column ? g.in : g.in / tp);
+        const auto out = static_cast<std::int64_t>(column ? g.out / tp : g.out);
+        const std::int64_t rc = r * g.count;
+        lp_.lora_fwd[i] = {gemm("lora_a_" + n, T, rc, k, gp), gemm("lora_b_" + n, T, out, r, gp)};
+        // B's input gradient: each target's dY_i B_i^T (T x r from n_i), 2 T r n_i FLOPs, as one
+        // T x r x sum(n) GEMM; B's weight gradient likewise r x sum(n) x T.
+        lp_.lora_bwd[i] = {gemm("lora_b_dgrad_" + n, T, r, out, gp), gemm("lora_b_wgrad_" + n, r, out, T, gp),
+                           gemm("lora_a_dgrad_" + n, T, k, rc, gp), gemm("lora_a_wgrad_" + n, k, rc, T, gp)};
     }
 }
 

@@ -106,24 +106,32 @@ void Builder::layer_forward(StageState& st, int mb, int chunk, Category cat, std
     if (L.fp8_cast_fwd) compute_tracked(st, L.fp8_cast_fwd, cat, mb, chunk);
     tp_collective(st, L.attn_comm.fwd_gather, mb, chunk, Side::before_gemm);
     fetch_module(st, 0, mb, chunk);
+    dequantise(st, 0, cat, mb, chunk);
     compute_tracked(st, L.qkv, cat, mb, chunk);
+    adapters(st, 0, true, cat, mb, chunk);
     compute_tracked(st, L.rope, cat, mb, chunk);
     std::uint32_t kv = kNone;
     if (L.cp_kv_gather) kv = emit(st, L.cp_kv_gather, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
     attention_forward(st, cat, mb, chunk);
     if (kv != kNone) st.pending.push_back(kv);
     fetch_module(st, 1, mb, chunk);
+    dequantise(st, 1, cat, mb, chunk);
     compute_tracked(st, L.out, cat, mb, chunk);
+    adapters(st, 1, true, cat, mb, chunk);
     tp_collective(st, L.attn_comm.fwd_reduce, mb, chunk, Side::after_gemm);
     tp_tail(st, L.attn_comm.fwd_reduce_tail, mb, chunk);
     compute_tracked(st, L.res_ln2, cat, mb, chunk);
     if (L.scalar_sync != 0) compute_tracked(st, L.scalar_sync, cat, mb, chunk);
     tp_collective(st, L.mlp_comm.fwd_gather, mb, chunk, Side::before_gemm);
     fetch_module(st, 2, mb, chunk);
+    dequantise(st, 2, cat, mb, chunk);
     compute_tracked(st, L.fc1, cat, mb, chunk);
+    adapters(st, 2, true, cat, mb, chunk);
     compute_tracked(st, L.act, cat, mb, chunk);
     fetch_module(st, 3, mb, chunk);
+    dequantise(st, 3, cat, mb, chunk);
     compute_tracked(st, L.fc2, cat, mb, chunk);
+    adapters(st, 3, true, cat, mb, chunk);
     tp_collective(st, L.mlp_comm.fwd_reduce, mb, chunk, Side::after_gemm);
     tp_tail(st, L.mlp_comm.fwd_reduce_tail, mb, chunk);
     compute_tracked(st, L.residual, cat, mb, chunk);
@@ -162,23 +170,29 @@ std::uint32_t Builder::layer_backward(StageState& st, int mb, int chunk, int lay
     if (L.fp8_cast_bwd) compute_tracked(st, L.fp8_cast_bwd, cat, mb, chunk);
     tp_collective(st, L.mlp_comm.bwd_gather, mb, chunk, Side::before_gemm);
     fetch_module(st, 3, mb, chunk);
+    dequantise(st, 3, cat, mb, chunk);
     compute_tracked(st, L.fc2_dgrad, cat, mb, chunk);
-    if (!split) compute_tracked(st, L.fc2_wgrad, cat, mb, chunk);
+    adapters(st, 3, false, cat, mb, chunk);
+    if (!split && !frozen_) compute_tracked(st, L.fc2_wgrad, cat, mb, chunk);
     compute_tracked(st, L.act_bwd, cat, mb, chunk);
     std::uint32_t regather = kNone;
-    if (L.sp_input_regather && !split)
+    if (L.sp_input_regather && !split && !frozen_)
         regather = emit(st, L.sp_input_regather, Stream::tp_comm, Category::tp_comm, mb, chunk, {last_compute_});
     fetch_module(st, 2, mb, chunk);
+    dequantise(st, 2, cat, mb, chunk);
     compute_tracked(st, L.fc1_dgrad, cat, mb, chunk);
+    adapters(st, 2, false, cat, mb, chunk);
     if (regather != kNone) st.pending.push_back(regather);
-    if (!split) compute_tracked(st, L.fc1_wgrad, cat, mb, chunk);
+    if (!split && !frozen_) compute_tracked(st, L.fc1_wgrad, cat, mb, chunk);
     tp_collective(st, L.mlp_comm.bwd_reduce, mb, chunk, Side::after_gemm);
     compute_tracked(st, L.ln2_bwd, cat, mb, chunk);
     // attention block
     tp_collective(st, L.attn_comm.bwd_gather, mb, chunk, Side::before_gemm);
     fetch_module(st, 1, mb, chunk);
+    dequantise(st, 1, cat, mb, chunk);
     compute_tracked(st, L.out_dgrad, cat, mb, chunk);
-    if (!split) compute_tracked(st, L.out_wgrad, cat, mb, chunk);
+    adapters(st, 1, false, cat, mb, chunk);
+    if (!split && !frozen_) compute_tracked(st, L.out_wgrad, cat, mb, chunk);
     if (p_.recompute == Recompute::selective && p_.selective_recompute == SelectiveRecompute::attention)
         attention_forward(st, Category::recompute, mb, chunk);
     std::uint32_t kv = kNone, dkv = kNone;
@@ -192,12 +206,15 @@ std::uint32_t Builder::layer_backward(StageState& st, int mb, int chunk, int lay
     if (L.cp_dkv_reduce) dkv = emit(st, L.cp_dkv_reduce, Stream::cp_comm, Category::cp_comm, mb, chunk, {last_compute_});
     compute_tracked(st, L.rope_bwd, cat, mb, chunk);
     if (dkv != kNone) st.pending.push_back(dkv);
-    if (L.sp_input_regather && !split)
+    if (L.sp_input_regather && !split && !frozen_)
         regather = emit(st, L.sp_input_regather, Stream::tp_comm, Category::tp_comm, mb, chunk, {last_compute_});
     fetch_module(st, 0, mb, chunk);
+    dequantise(st, 0, cat, mb, chunk);
     const auto dgrad_done = compute_tracked(st, L.qkv_dgrad, cat, mb, chunk);
+    adapters(st, 0, false, cat, mb, chunk);
     if (regather != kNone && L.sp_input_regather) st.pending.push_back(regather);
-    const auto wgrad_done = split ? dgrad_done : compute_tracked(st, L.qkv_wgrad, cat, mb, chunk);
+    const auto wgrad_done =
+        split || frozen_ ? std::max(dgrad_done, last_compute_) : compute_tracked(st, L.qkv_wgrad, cat, mb, chunk);
     tp_collective(st, L.attn_comm.bwd_reduce, mb, chunk, Side::after_gemm);
     compute_tracked(st, L.ln1_bwd, cat, mb, chunk);
     return std::max(wgrad_done, last_compute_);
@@ -221,6 +238,15 @@ std::uint32_t Builder::layer_weight_grad(StageState& st, int mb, int chunk) {
     regathered(L.fc1_wgrad);
     compute_tracked(st, L.out_wgrad, cat, mb, chunk);
     return regathered(L.qkv_wgrad);
+}
+
+void Builder::dequantise(StageState& st, int g, Category cat, int mb, int chunk) {
+    if (const ProtoId d = lp_.dequant[static_cast<std::size_t>(g)]; d != 0) compute_tracked(st, d, cat, mb, chunk);
+}
+
+void Builder::adapters(StageState& st, int g, bool forward, Category cat, int mb, int chunk) {
+    const auto& ops = forward ? lp_.lora_fwd[static_cast<std::size_t>(g)] : lp_.lora_bwd[static_cast<std::size_t>(g)];
+    for (const ProtoId op : ops) compute_tracked(st, op, cat, mb, chunk);
 }
 
 bool Builder::alternate_matmuls() const {

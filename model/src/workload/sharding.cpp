@@ -99,6 +99,9 @@ double Builder::gather_bytes(const Bucket& b) const {
 
 // Parameters of one "unit" on this TP rank: a layer, the embedding, or the LM head.
 double Builder::unit_params(int unit) const {
+    // LoRA / QLoRA: the units' trainable parameters (the adapters), which are all the gradients
+    // reduce, the optimizer updates and the distributed optimizer gathers.
+    if (frozen_) return unit >= 0 ? trainable_params_per_layer(plan_) / p_.tp : 0.0;
     if (unit == kEmbedUnit) return params_.embedding / p_.tp;
     if (unit == kHeadUnit) return (m_.tied_embeddings ? params_.embedding : params_.lm_head) / p_.tp;
     return params_.per_layer / p_.tp;

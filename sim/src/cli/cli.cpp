@@ -174,6 +174,10 @@ int run_cli(int argc, char** argv) {
     plan_cmd->add_option("--seq-len", plan_args.seq_len, "sequence length (default 4096)");
     plan_cmd->add_option("--global-batch", plan_args.global_batch, "sequences per step (default 1024)");
     plan_cmd->add_option("--precision", plan_args.precision, "bf16 | fp16 | fp8 (default bf16)");
+    plan_cmd->add_option("--method", plan_args.method,
+                         "what is trained: pretrain | full | lora | qlora (default pretrain; with a FILE, its "
+                         "training.method). A fine-tune that fits at no GPU count is searched again with full "
+                         "fine-tuning's memory recipes (docs/plan-search.md)");
     plan_cmd->add_option("--price", plan_args.price,
                          "price per GPU-hour (flag form; default: none, and money is reported as 'no price')");
     plan_cmd->add_option("--currency", plan_args.currency, "currency of --price (default USD)");

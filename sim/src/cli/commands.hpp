@@ -115,6 +115,7 @@ struct PlanArgs {
     int seq_len = 4096;
     int global_batch = 1024;
     std::string precision = "bf16";
+    std::string method = "pretrain"; // training.method of the flag form (pretrain | full | lora | qlora)
     std::optional<double> price; // absent: the scenario's price, or none
     std::string currency = "USD";
     long long top = 10;  // signed: "--top -1" must be an error, not 2^64 - 1

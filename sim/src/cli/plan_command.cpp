@@ -28,6 +28,8 @@ model::Plan plan_base(const PlanArgs& a) {
     if (!a.file.empty() || a.text) {
         if (!a.model.empty() || !a.gpu.empty() || a.tokens)
             plan_arg_error("FILE", "give either a scenario FILE or --model/--gpu/--tokens, not both");
+        if (a.method != "pretrain")
+            plan_arg_error("--method", "belongs to the flag form; with a scenario FILE the method is its training.method");
         if (a.price)
             plan_arg_error("--price",
                            "belongs to the flag form; with a scenario FILE the price is its pricing section");
@@ -46,11 +48,11 @@ model::Plan plan_base(const PlanArgs& a) {
     // gpus_per_node from the profile's node; the GPU count (nodes) is set by the search.
     const auto hw = model::resolve_profile(a.gpu, fs::current_path(), opts.data_dir);
     const std::string yaml = fmt::format(
-        "model: {}\ntraining: {{tokens: \"{}\", seq_len: {}, global_batch: {}, micro_batch: 1}}\n"
+        "model: {}\ntraining: {{tokens: \"{}\", seq_len: {}, global_batch: {}, micro_batch: 1, method: {}}}\n"
         "parallel: {{tp: 1, pp: 1, dp: auto}}\nprecision: {}\n"
         "cluster: {{gpu: \"{}\", nodes: 1, gpus_per_node: {}}}\n"
         "pricing: {{basis: gpu_hour{}, currency: \"{}\"}}\nplans:\n  - name: search\n",
-        a.model, a.tokens.value_or("1T"), a.seq_len, a.global_batch, a.precision, a.gpu,
+        a.model, a.tokens.value_or("1T"), a.seq_len, a.global_batch, a.method, a.precision, a.gpu,
         hw.default_gpus_per_node, a.price ? fmt::format(", rate: {}", *a.price) : std::string(), a.currency);
     auto base = model::load_scenario_text(yaml, "trainsim plan flags", opts).plans.front();
     if (!a.tokens) {
@@ -333,6 +335,30 @@ int run_plan_search(const PlanArgs& a) {
     if (!a.models.empty()) plan_arg_error("--models", "asks for the largest model within a budget: use it with --max-tokens");
     const bool bar = !a.quiet && isatty(STDERR_FILENO) != 0;
     if (bar) o.progress = progress_bar("plans");
+    // A full fine-tune whose recipe fits at none of the GPU counts is searched with full
+    // fine-tuning's memory recipes too (docs/plan-search.md "Fine-tuning"): without a master copy,
+    // 8-bit optimizer state, the step inside the backward. They only matter when the default does
+    // not fit, so the space grows only then.
+    if (base.training.method == model::Method::full && o.space.recipes.empty()) {
+        SearchSpace probe = o.space;
+        probe.gpu_counts = a.gpus.empty() ? std::vector<int>{base.num_gpus()} : a.gpus;
+        const auto layouts = enumerate_layouts(base, probe);
+        const bool any_fits = std::any_of(layouts.begin(), layouts.end(), [&](const model::Plan& p) {
+            return model::check_layout(p).empty() &&
+                   model::fits_in_memory(p, model::peak_memory(p), p.hardware.hbm_capacity * (1.0 - o.memory_headroom));
+        });
+        if (!any_fits) {
+            const auto& q = base.parallel;
+            o.space.recipes = {{q.master_weights, q.optimizer_state, q.optimizer_in_backward},
+                               {true, model::OptimizerState::int8, false},
+                               {false, model::OptimizerState::bf16, false},
+                               {false, model::OptimizerState::bf16, true},
+                               {false, model::OptimizerState::int8, true}};
+            std::cerr << "trainsim: note: the fine-tune fits at none of the GPU counts as written; searching "
+                         "full fine-tuning's memory recipes too (8-bit optimizer state, no master copy, "
+                         "optimizer in backward)\n";
+        }
+    }
     auto res = search_plans(base, o);
     const auto folded = fold_equivalent_plans(res.plans);
     std::size_t folded_count = 0;

@@ -3,6 +3,7 @@
 
 #include "trainsim/model/framework/framework_profile.hpp"
 
+#include "trainsim/model/accounting/finetune.hpp"
 #include "trainsim/model/accounting/layout.hpp"
 #include "trainsim/model/accounting/memory_model.hpp"
 #include "trainsim/model/core/text_format.hpp"
@@ -110,9 +111,16 @@ template <class... Args> std::string trf(const Translator& tr, std::string_view 
     return fmt::format(fmt::runtime(tr(f)), std::forward<Args>(args)...);
 }
 
+// " to fine-tune (qlora)" after the token count of a fine-tune's days; nothing for pretraining.
+std::string days_label(const model::Plan& plan, const Translator& tr) {
+    if (plan.training.method == model::Method::pretrain) return {};
+    return trf(tr, " to fine-tune ({})", model::to_string(plan.training.method));
+}
+
 // Why the expected wall clock is not estimated, or "" when it is: the run model is first order
 // in (checkpoint interval, restart) / (time between interruptions) and says nothing when the
 // cluster is interrupted more often than that (sim/run/run_model.hpp first_order_valid).
+
 std::string expected_invalid_reason(const RunEstimate& e, const Translator& tr = Translator()) {
     if (e.run.first_order_valid) return {};
     return trf(tr, "the cluster is interrupted every {:.3g} s on average (failures{}), not longer than a "
@@ -266,6 +274,23 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
            {"model_flops_per_token_causal", e.model_flops_per_token_causal},
            {"model_flops_per_token_noncausal", e.model_flops_per_token_noncausal},
            {"mfu_peak_tflops", e.peak_tflops}};
+    // What is trained (training.method; docs/model.md "Fine-tuning"): for a fine-tune,
+    // days_to_train is the days to fine-tune on `tokens` (epochs x dataset_tokens).
+    const auto& t = plan.training;
+    j["method"] = model::to_string(t.method);
+    if (t.dataset_tokens > 0) {
+        j["epochs"] = t.epochs;
+        j["dataset_tokens"] = t.dataset_tokens;
+    }
+    if (model::frozen_base(t)) {
+        j["lora_rank"] = t.lora_rank;
+        j["lora_targets"] = model::lora_target_names(t.lora_targets);
+        j["base_format"] = model::to_string(t.base_format);
+        j["trainable_params"] = plan.model.layers * model::trainable_params_per_layer(plan);
+    }
+    if (!p.master_weights) j["master_weights"] = false;
+    if (p.optimizer_in_backward) j["optimizer_in_backward"] = true;
+    if (p.paged_optimizer) j["paged_optimizer"] = true;
     if (plan.parallel.offload != model::Offload::none) {
         j["host_memory_per_node_gib"] = to_gib(e.host_needed);
         j["host_capacity_gib"] = to_gib(e.host_capacity);
@@ -513,9 +538,11 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e, const Tra
                      to_gib(m.weights), to_gib(m.gradients), to_gib(m.optimizer), to_gib(m.activations),
                      m.inflight_microbatches, to_gib(m.fp8_buffers), to_gib(m.workspace), to_gib(m.reserved));
     if (m.step_transient.value() > 0)
-        s += trf(tr, "    optimizer step: {:.1f} GiB of temporaries once the activations are freed (FP16_Optimizer's "
-                         "FP32 gradient copies and their flat buffer){}\n",
-                         to_gib(m.step_transient), m.step_transient > m.activations ? tr("; this phase sets the peak") : "");
+        s += trf(tr, "    optimizer step: {:.1f} GiB of temporaries once the activations are freed ({}){}\n",
+                 to_gib(m.step_transient),
+                 plan.parallel.paged_optimizer ? tr("the paged optimizer's state, paged back in")
+                                               : tr("FP16_Optimizer's FP32 gradient copies and their flat buffer"),
+                 m.step_transient > m.activations ? tr("; this phase sets the peak") : "");
     if (plan.parallel.offload != model::Offload::none)
         s += trf(tr, "  CPU offload ({}): {:.1f} GiB of host memory per node of {:.1f} GiB{}\n",
                          model::to_string(plan.parallel.offload), to_gib(e.host_needed), to_gib(e.host_capacity),
@@ -557,7 +584,8 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e, const Tra
                      e.tokens_per_s, e.tokens_per_s_per_gpu, e.model_tflops_per_gpu, 100 * e.mfu, e.peak_tflops,
                      model::to_string(plan.precision), 100 * e.mfu_noncausal);
     if (!e.band) {
-        s += trf(tr, "  {} tokens: {:.1f} days | {:.0f} GPU-hours | {}\n", model::format_count(plan.training.tokens),
+        s += trf(tr, "  {} tokens{}: {:.1f} days | {:.0f} GPU-hours | {}\n", model::format_count(plan.training.tokens),
+                 days_label(plan, tr),
                          e.days_to_train, e.gpu_hours,
                          !e.priced
                              ? std::string(tr("no price (pricing.rate)"))
@@ -571,8 +599,8 @@ std::string format_plan(const model::Plan& plan, const RunEstimate& e, const Tra
     }
     const auto& band = *e.band;
     s += trf(tr,
-        "  {} tokens: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {}\n",
-        model::format_count(plan.training.tokens),
+        "  {} tokens{}: {:.1f} d ({:.1f}-{:.1f}) | {:.0f} GPU-hours ({:.0f}-{:.0f}) | {}\n",
+        model::format_count(plan.training.tokens), days_label(plan, tr),
         e.days_to_train, e.days_to_train * band.time_p10, e.days_to_train * band.time_p90, e.gpu_hours,
         e.gpu_hours * band.time_p10, e.gpu_hours * band.time_p90,
         !e.priced ? std::string(tr("no price (pricing.rate)"))

@@ -1,5 +1,6 @@
 #include "trainsim/sim/run/estimate.hpp"
 
+#include "trainsim/model/accounting/finetune.hpp"
 #include "trainsim/model/accounting/flops.hpp"
 #include "trainsim/model/workload/workload.hpp"
 #include "trainsim/sim/cost/compute_cost.hpp"
@@ -89,8 +90,10 @@ RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const
     e.host_capacity = model::host_memory_per_node(plan);
     e.fits = model::fits_in_memory(plan, e.memory);
     e.memory_tight = e.fits && e.memory.total() > e.capacity * (1.0 - kMemoryHeadroomFraction);
-    e.model_flops_per_token_causal = model::model_flops_per_token(plan.model, plan.training.seq_len, true);
-    e.model_flops_per_token_noncausal = model::model_flops_per_token(plan.model, plan.training.seq_len, false);
+    // The method's own model FLOPs (pretrain and full: 6N + attention; LoRA / QLoRA: no weight
+    // gradients of the frozen weights; docs/model.md "Fine-tuning").
+    e.model_flops_per_token_causal = model::training_flops_per_token(plan.model, plan.training, true);
+    e.model_flops_per_token_noncausal = model::training_flops_per_token(plan.model, plan.training, false);
     e.peak_tflops = plan.hardware.dense_peak.at(plan.precision).value() / 1e12;
     e.price_per_gpu_hour = price_per_gpu_hour(plan.pricing, plan.cluster.gpus_per_node);
     e.tokens_per_step = static_cast<double>(plan.training.global_batch) * plan.training.seq_len;

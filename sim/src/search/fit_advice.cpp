@@ -49,7 +49,9 @@ bool same_knobs(const model::Plan& a, const model::Plan& b) {
     const auto& y = b.parallel;
     return x.tp == y.tp && x.pp == y.pp && x.vp == y.vp && x.cp == y.cp && x.dp == y.dp && x.sharding == y.sharding &&
            x.recompute == y.recompute && x.recompute_layers == y.recompute_layers && x.offload == y.offload &&
-           a.training.micro_batch == b.training.micro_batch;
+           a.training.micro_batch == b.training.micro_batch && a.training.method == b.training.method &&
+           x.master_weights == y.master_weights && x.optimizer_state == y.optimizer_state &&
+           x.optimizer_in_backward == y.optimizer_in_backward;
 }
 
 double memory_ratio(const model::Plan& p) {
@@ -111,6 +113,42 @@ FitAdvice fit_advice(const std::vector<model::Plan>& candidates, double headroom
     knob("parallel.offload: optimizer", offload_optimizer(c));
     knob("parallel.offload: params (zero3, pp 1)", offload_params(c));
     knob("all of them: zero3, full recompute, micro-batch 1, offload: params", offload_params(mb1(full(c))));
+    if (c.training.method != model::Method::pretrain) {
+        // A fine-tune may change what it trains and how it keeps the optimizer (docs/model.md
+        // "Fine-tuning"): the full fine-tuning recipes' tricks, and adapters instead of every weight.
+        auto int8 = [](model::Plan p) {
+            p.parallel.optimizer_state = model::OptimizerState::int8;
+            return p;
+        };
+        auto pure_bf16_in_bwd = [](model::Plan p) {
+            p.parallel.master_weights = false;
+            p.parallel.optimizer_state = model::OptimizerState::bf16;
+            p.parallel.optimizer_in_backward = true;
+            p.parallel.sharding = model::Sharding::none;
+            p.training.global_batch = p.training.micro_batch * p.parallel.dp; // torchtune: no accumulation
+            return p;
+        };
+        auto adapters = [](model::Plan p, model::Method method) {
+            p.training.method = method;
+            p.training.base_format = method == model::Method::qlora ? model::BaseFormat::nf4 : model::BaseFormat::bf16;
+            if (p.parallel.sharding != model::Sharding::none && p.parallel.sharding != model::Sharding::dist_opt &&
+                p.parallel.sharding != model::Sharding::zero1 && p.parallel.sharding != model::Sharding::zero2)
+                p.parallel.sharding = model::Sharding::zero2;
+            p.parallel.offload = model::Offload::none;
+            p.parallel.optimizer_in_backward = false;
+            return p;
+        };
+        knob("parallel.optimizer_state: 8bit (bitsandbytes Adam8bit)", int8(c));
+        knob("master_weights: false, optimizer_state: bf16, optimizer_in_backward, no grad accumulation",
+             pure_bf16_in_bwd(c));
+        if (!model::frozen_base(c.training)) {
+            knob("training.method: lora", adapters(c, model::Method::lora));
+            if (c.parallel.recompute != model::Recompute::full)
+                knob("training.method: lora, full recompute", full(adapters(c, model::Method::lora)));
+        }
+        if (c.training.method != model::Method::qlora)
+            knob("training.method: qlora, full recompute", full(adapters(c, model::Method::qlora)));
+    }
 
     // The fewest GPUs at which a GPU-only layout fits: the request doubled, up to 64x.
     SearchSpace space;

@@ -144,6 +144,11 @@ std::string layout_label(const model::Plan& plan, bool with_dp) {
                      model::block_recompute(plan) ? fmt::format("block{}", model::full_recompute_layers(plan))
                                                   : std::string(model::to_string(q.recompute)));
     if (q.offload != model::Offload::none) s += fmt::format(" offload:{}", model::to_string(q.offload));
+    // Fine-tuning's memory tricks, where the plan has them (docs/model.md "Fine-tuning").
+    if (!q.master_weights) s += " no-master";
+    if (q.optimizer_state == model::OptimizerState::int8) s += " opt:8bit";
+    if (q.optimizer_in_backward) s += " opt-in-bwd";
+    if (q.paged_optimizer) s += " paged";
     return s;
 }
 
@@ -201,8 +206,15 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                                         // HSDP under pp keep their gathered weights through the step).
                                         if (pp > 1 && (sh == model::Sharding::zero3 || sh == model::Sharding::zero2))
                                             continue;
-                                        for (auto rc : space.recomputes) {
+                                        for (auto rc : space.recomputes)
+                                        for (std::size_t ri = 0; ri < std::max<std::size_t>(1, space.recipes.size()); ++ri) {
                                             model::Plan p = node_plan;
+                                            if (!space.recipes.empty()) {
+                                                const auto& r = space.recipes[ri];
+                                                p.parallel.master_weights = r.master_weights;
+                                                p.parallel.optimizer_state = r.optimizer_state;
+                                                p.parallel.optimizer_in_backward = r.optimizer_in_backward;
+                                            }
                                             p.parallel.tp = tp;
                                             p.parallel.pp = pp;
                                             p.parallel.vp = vp;

@@ -385,6 +385,14 @@ Band band_for(const ErrorModel& m, const model::Plan& plan, const StepResult* st
     else if (plan.cluster.intra != model::IntraFabric::nvswitch)
         ood.push_back(
             fmt::format("{} inside the node: every published run used NVSwitch", model::to_string(plan.cluster.intra)));
+    // Fine-tuning (issue #42 item 5): the published runs (shared/validation's schema has no method
+    // column) are all pre-training with a full optimizer. A full fine-tune runs the same workload,
+    // still outside that evidence (other stacks: torchtune, LLaMA-Factory, DeepSpeed on few GPUs);
+    // LoRA / QLoRA run a workload none of them did (frozen weights, adapter GEMMs, NF4
+    // dequantisation).
+    if (plan.training.method != model::Method::pretrain)
+        ood.push_back(fmt::format("method {}: every published run pre-trained every weight",
+                                  model::to_string(plan.training.method)));
     const double widen = fallback * std::pow(kOutOfDomainWidening, static_cast<double>(ood.size()));
     lo *= widen;
     hi *= widen;

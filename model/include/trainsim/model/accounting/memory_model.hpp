@@ -19,6 +19,15 @@ struct ActivationOptions {
     bool dropout = false;
     // What selective recompute rebuilds (parallel.selective_recompute).
     SelectiveRecompute selective = SelectiveRecompute::attention;
+    // LoRA / QLoRA (docs/model.md "Fine-tuning"): the layer's GEMM weights are frozen. Autograd
+    // keeps a GEMM's input only to compute its weight's gradient (PyTorch's generated backward for
+    // mm / linear saves `self` only when mat2 requires grad; bitsandbytes' MatMul4Bit saves the
+    // input only if the weight needs a gradient), so a frozen, untargeted GEMM's input is not kept
+    // for it; a targeted one's is, for its adapter A's weight gradient (the same tensor with PEFT's
+    // default lora_dropout 0), and so is A's output (T x r per target) for B's.
+    bool frozen = false;
+    unsigned lora_targets = 0;
+    int lora_rank = 0;
 };
 
 // Activation bytes one transformer layer keeps for backward, for one micro-batch, on one rank.
@@ -85,6 +94,13 @@ struct MemoryBreakdown {
 // Bytes per parameter of the Adam state (before sharding): FP32 master 4 + moments 8 = 12, or 10
 // with 16-bit master remainders; BF16 state (parallel.optimizer_state) 2 + 2 + 2 = 6.
 [[nodiscard]] double optimizer_bytes_per_param(const Parallel& p);
+// The optimizer's master copy per parameter: 4 (FP32), 2 (16-bit remainders or BF16 state), 0
+// without one (parallel.master_weights false); and its moments: 8 (FP32), 4 (BF16), 2.004 (8-bit).
+// optimizer_bytes_per_param is their sum.
+[[nodiscard]] double master_bytes_per_param(const Parallel& p);
+[[nodiscard]] double moment_bytes_per_param(const Parallel& p);
+// ActivationOptions of a plan (attention kernel, dropout, selective recompute, LoRA).
+[[nodiscard]] ActivationOptions activation_options(const Plan& plan);
 // The ranks over which the optimizer state is sharded: 1 (none), dp x cp, or for HSDP the
 // ranks of one node's data-parallel group.
 [[nodiscard]] double optimizer_shard_degree(const Plan& plan);

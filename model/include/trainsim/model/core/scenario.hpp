@@ -40,7 +40,21 @@ enum class AttentionImpl { flash, triton, unfused, flash2 };
 // Datatype of the Adam state kept per parameter: FP32 master weights and moments (Megatron,
 // DeepSpeed, PyTorch defaults), or BF16 (Apex DistributedFusedAdam dtype=bf16 as NeMo's SFT
 // config sets it; Megatron-Core's precision-aware optimizer with BF16 moments and main params).
-enum class OptimizerState { fp32, bf16 };
+// int8 (spelled 8bit): bitsandbytes' 8-bit blockwise Adam (Dettmers et al. 2022, "8-bit Optimizers
+// via Block-wise Quantization", arXiv 2110.02861): m and v in 1 B each plus one FP32 absmax per
+// block of 2,048 values (bnb.optim.Adam8bit, block size 2048), over an FP32 master copy when
+// parallel.master_weights is true, over the BF16 weights themselves when it is false.
+enum class OptimizerState { fp32, bf16, int8 };
+// What a run trains (training.method; docs/model.md "Fine-tuning"): pre-training, or a
+// fine-tune of every weight (full), or low-rank adapters beside frozen BF16 weights (lora, Hu et
+// al. 2021, arXiv 2106.09685) or beside frozen 4-bit NF4 weights (qlora, Dettmers et al. 2023,
+// arXiv 2305.14314). full is pretrain's workload and memory; it differs in the evidence behind
+// its band (docs/trust.md) and in the words the reports use (days to fine-tune).
+enum class Method { pretrain, full, lora, qlora };
+// Storage of the frozen base weights of a LoRA / QLoRA run: BF16, or NF4 with double quantisation
+// (QLoRA Sec. 3: 4-bit NormalFloat, block size 64, FP8 block constants quantised again per 256
+// blocks with an FP32 constant).
+enum class BaseFormat { bf16, nf4 };
 // How ZeRO-3 / FSDP gather a layer's weights: the whole layer before it runs (PyTorch FSDP wraps
 // a transformer block), or module by module, each weight just before its GEMM (DeepSpeed's
 // fetch_sub_module), the next one prefetched while the current one computes.
@@ -112,11 +126,32 @@ struct ModelArch {
     bool tied_embeddings = false;
 };
 
+// The linear layers of a transformer layer that carry LoRA adapters (training.lora_targets), as
+// Hugging Face names their modules (q_proj ... down_proj): a bit each.
+enum LoraTarget : unsigned {
+    kLoraQ = 1u << 0, kLoraK = 1u << 1, kLoraV = 1u << 2, kLoraO = 1u << 3,
+    kLoraGate = 1u << 4, kLoraUp = 1u << 5, kLoraDown = 1u << 6,
+    kLoraAll = (1u << 7) - 1u,
+};
+
 struct Training {
-    double tokens = 0;    // tokens to train on
+    double tokens = 0;    // tokens to train on (epochs x dataset_tokens when dataset_tokens is given)
     int seq_len = 0;      // tokens per sequence
     int global_batch = 0; // sequences per optimizer step
     int micro_batch = 1;  // sequences per micro-batch per data-parallel rank
+    Method method = Method::pretrain;
+    // LoRA rank r: each targeted weight W (k x n) gets A (k x r) and B (r x n). Default 8, PEFT's
+    // LoraConfig r and LLaMA-Factory's lora_rank default (the QLoRA paper used 64).
+    int lora_rank = 8;
+    // LoraTarget bits; default every linear layer of the block, as the QLoRA paper found necessary
+    // to match full fine-tuning (Dettmers et al. 2023, Sec. 4 "LoRA on all linear transformer
+    // block layers") and LLaMA-Factory's lora_target: all does.
+    unsigned lora_targets = kLoraAll;
+    // Frozen base weights' storage: bf16 for lora, nf4 for qlora (the loader sets nf4 for qlora
+    // unless written).
+    BaseFormat base_format = BaseFormat::bf16;
+    double epochs = 1;          // passes over dataset_tokens
+    double dataset_tokens = 0;  // tokens of the fine-tuning set; 0: not given (tokens is the count)
 };
 
 // Parallel layout plus the framework behaviours that change step time. Framework differences
@@ -253,6 +288,20 @@ struct Parallel {
     OptimizerState optimizer_state = OptimizerState::fp32;
     // CPU offload (see Offload).
     Offload offload = Offload::none;
+    // Full fine-tuning recipes' memory tricks (docs/model.md "Fine-tuning"):
+    // A master copy of the weights in the optimizer (FP32, or BF16 under optimizer_state bf16).
+    // false: pure BF16 training, the BF16 weights are what the optimizer updates (torchtune's
+    // full_finetune recipes with dtype bf16; AnyPrecisionAdamW) and gradients are BF16.
+    bool master_weights = true;
+    // Each parameter's optimizer step runs from a hook as soon as its gradient is ready and the
+    // gradient is freed (torchtune optimizer_in_bwd, PyTorch register_post_accumulate_grad_hook):
+    // gradient memory is about one unit's (a layer, the embedding or the head). torchtune allows it
+    // without gradient accumulation only; modelled for one data-parallel rank without sharding.
+    bool optimizer_in_backward = false;
+    // Paged optimizer (QLoRA Sec. 3, bitsandbytes paged_adamw: NVIDIA unified memory): the optimizer
+    // state is evicted to host memory when the GPU runs short and paged back for the update, so it
+    // competes with the activations only at the step (MemoryBreakdown::step_transient).
+    bool paged_optimizer = false;
 };
 
 struct Cluster {
@@ -412,5 +461,9 @@ struct Scenario {
 [[nodiscard]] std::string to_string(MicrobatchSync v);
 [[nodiscard]] std::string to_string(GradAccumulation v);
 [[nodiscard]] std::string to_string(PpSchedule v);
+[[nodiscard]] std::string to_string(Method v);
+[[nodiscard]] std::string to_string(BaseFormat v);
+// Whether the base weights are frozen (lora, qlora): no gradient, no optimizer state.
+[[nodiscard]] inline bool frozen_base(const Training& t) { return t.method == Method::lora || t.method == Method::qlora; }
 
 } // namespace trainsim::model

@@ -35,6 +35,14 @@ enum class DaysBasis { steady, expected };
 //   micro_batch: divisors of global_batch / dp up to max_micro_batch;
 //   sequence parallelism on whenever tp > 1 (both on and off with try_without_sp);
 //   every sharding in `shardings` (ZeRO-2/3 only with pp = 1) and every recompute policy.
+// A full fine-tune's memory recipe: a master copy or not, the optimizer state's datatype, and
+// the optimizer step inside the backward (model::Parallel).
+struct MemoryRecipe {
+    bool master_weights = true;
+    model::OptimizerState optimizer_state = model::OptimizerState::fp32;
+    bool optimizer_in_backward = false;
+};
+
 struct SearchSpace {
     std::vector<int> gpu_counts;  // empty: the base plan's GPU count
     int max_micro_batch = 8;
@@ -52,6 +60,10 @@ struct SearchSpace {
     // with pp_schedule set. The default is every framework's (FrameworkProfile::pp_schedules);
     // `plan` sets the base plan's framework's, or --pp-schedules.
     std::vector<model::PpSchedule> pp_schedules{model::PpSchedule::one_f_one_b, model::PpSchedule::interleaved};
+    // Full fine-tuning recipes' memory tricks tried (docs/model.md "Fine-tuning"; check_layout has
+    // the last word on where each runs). Empty: the base plan's own. `plan` offers them for a
+    // fine-tune when the base plan's recipe fits at none of the GPU counts.
+    std::vector<MemoryRecipe> recipes;
 };
 
 struct SearchOptions {
