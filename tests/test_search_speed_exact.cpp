@@ -1,8 +1,12 @@
-// Issue #43 item 3's leftovers: `sweep --resume` on an output that is already a complete sweep says so
+// Issue #43 item 3: the plan search's enumeration over several GPU counts side by side is the serial
+// one; and the leftovers: `sweep --resume` on an output that is already a complete sweep says so
 // and exits 0 without searching again or rewriting the file; one that is not complete (and has no
 // partial file beside it) is an error that leaves it untouched.
 #include "cli_runner.hpp"
+#include "fixtures.hpp"
 #include "scratch_dir.hpp"
+
+#include "trainsim/sim/search/plan_search.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -86,4 +90,39 @@ TEST_CASE("sweep --resume on a complete output: exit 0, nothing searched or rewr
         CHECK(test::read_text(out) == text.substr(0, cut_at));
         CHECK_FALSE(std::filesystem::exists(out + ".partial"));
     }
+}
+
+TEST_CASE("enumerate_layouts over several GPU counts is each count's own enumeration, concatenated in the counts' order",
+          "[search-exact][plan-search]") {
+    // The counts are enumerated side by side (issue #43); the list, and with it every tie-break by
+    // enumeration index, must be the one a loop over the counts gives.
+    const auto base = test::small_plan(1, 1, 8, 32);
+    sim::SearchSpace space;
+    space.gpu_counts = {8, 2, 4, 1};
+    space.pp_schedules = {model::PpSchedule::one_f_one_b, model::PpSchedule::interleaved, model::PpSchedule::zb_h1,
+                          model::PpSchedule::zb_v, model::PpSchedule::dualpipe_v};
+    const auto all = sim::enumerate_layouts(base, space);
+    std::vector<std::string> expected;
+    for (int g : space.gpu_counts) {
+        sim::SearchSpace one = space;
+        one.gpu_counts = {g};
+        const auto part = sim::enumerate_layouts(base, one);
+        REQUIRE(!part.empty());
+        for (const auto& p : part) {
+            CHECK(p.num_gpus() == g);
+            expected.push_back(p.name);
+        }
+    }
+    REQUIRE(all.size() == expected.size());
+    for (std::size_t i = 0; i < all.size(); ++i) CHECK(all[i].name == expected[i]);
+    // The first count that is not whole nodes is the error, as before.
+    space.gpu_counts = {8, 12, 20};
+    std::string message;
+    try {
+        (void)sim::enumerate_layouts(base, space);
+    } catch (const sim::SearchError& e) {
+        REQUIRE(e.diagnostics().size() == 1);
+        message = e.diagnostics().front().message;
+    }
+    CHECK(message.find("12 GPUs do not fill whole nodes") != std::string::npos);
 }
