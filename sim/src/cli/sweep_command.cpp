@@ -573,6 +573,9 @@ int run_sweep(const SweepArgs& a) {
     std::size_t start = 0;
     int fd = -1;
     Resumed resumed;
+    // --resume on an output that is already a complete sweep of this grid (issue #43): nothing is
+    // searched again or rewritten; the page (--html) is still made from the file.
+    bool complete = false;
     try {
         auto grid = read_grid(a);
         if (!a.out.empty()) {
@@ -613,7 +616,23 @@ int run_sweep(const SweepArgs& a) {
         prep.emplace(prepare(std::move(grid), a));
         if (!o.final_path.empty()) {
             std::error_code ec;
-            if (a.resume && fs::exists(o.partial, ec)) {
+            if (a.resume && !fs::exists(o.partial, ec) && fs::exists(o.final_path, ec)) {
+                // Read as a partial file would be: another grid's rows, or cells out of order, are
+                // the same errors; a finished file must hold every cell whole and nothing after.
+                Output finished = o;
+                finished.partial = o.final_path;
+                const auto r = read_partial(finished, prep->keys, prep->grid.counts.size(), prep->fp);
+                const auto bytes = fs::file_size(o.final_path, ec);
+                if (ec || r.cells_done != prep->cells.size() || r.keep_bytes != bytes)
+                    sweep_error(a.out, "--resume",
+                                fmt::format("exists but holds {} of the grid's {} cells and no partial file is beside "
+                                            "it: --force starts over",
+                                            r.cells_done, prep->cells.size()));
+                complete = true;
+                std::cerr << fmt::format("trainsim: sweep: {} is complete ({} of {} cells): nothing to resume\n",
+                                         o.final_path.string(), r.cells_done, prep->cells.size());
+                start = prep->cells.size();
+            } else if (a.resume && fs::exists(o.partial, ec)) {
                 resumed = read_partial(o, prep->keys, prep->grid.counts.size(), prep->fp);
                 fs::resize_file(o.partial, resumed.keep_bytes, ec);
                 if (ec)
@@ -621,11 +640,13 @@ int run_sweep(const SweepArgs& a) {
                 std::cerr << fmt::format("trainsim: sweep: resuming {}: {} of {} cells done\n", o.partial.string(),
                                          resumed.cells_done, prep->cells.size());
             }
-            start = resumed.cells_done;
-            fd = ::open(o.partial.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
-            if (fd < 0)
-                throw OutputError({model::Diagnostic{o.partial.string(), 0, 0, "--out",
-                                                     fmt::format("cannot open: {}", std::strerror(errno))}});
+            if (!complete) {
+                start = resumed.cells_done;
+                fd = ::open(o.partial.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+                if (fd < 0)
+                    throw OutputError({model::Diagnostic{o.partial.string(), 0, 0, "--out",
+                                                         fmt::format("cannot open: {}", std::strerror(errno))}});
+            }
         }
     } catch (...) {
         if (world) (void)world->broadcast(std::string()); // the other ranks stop; this one says why
@@ -705,11 +726,11 @@ int run_sweep(const SweepArgs& a) {
         page.expected_days = p.tmpl.basis == DaysBasis::expected;
         page.cells = cells.size();
         page.counts = grid.counts.size();
-        const std::string html = sweep_html(page, fd >= 0 ? read_rows(o) : all);
+        const std::string html = sweep_html(page, fd >= 0 || complete ? read_rows(o) : all);
         const std::string note = write_file_atomically(a.html, "--html", [&](std::ostream& os) { os << html; });
         if (!note.empty()) std::cerr << "trainsim: " << note << "\n";
     }
-    if (fd >= 0 || a.html == "-") return kExitOk; // with --html -, standard output carries the page
+    if (fd >= 0 || complete || a.html == "-") return kExitOk; // with --html -, standard output carries the page
     if (a.json && a.json_out) {
         *a.json_out = nlohmann::json(std::move(all));
     } else if (a.json) {

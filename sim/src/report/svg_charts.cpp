@@ -51,9 +51,11 @@ std::string axis_num(double v) {
 }
 
 // JSON inside <script type="application/json">: "<" only occurs inside strings, where \u003c
-// is the same character, so "</script>" in a plan name cannot end the block.
+// is the same character, so "</script>" in a plan name cannot end the block. Compact (no
+// indentation): a page is read by a program, and a sweep's rows indented were most of its bytes
+// (issue #43).
 std::string script_json(const json& j) {
-    const std::string s = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::string out;
     out.reserve(s.size());
     for (char c : s) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cmath>
 #include <exception>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -155,15 +156,25 @@ std::string layout_label(const model::Plan& plan, bool with_dp) {
 std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const SearchSpace& space) {
     std::vector<int> counts = space.gpu_counts;
     if (counts.empty()) counts.push_back(base.num_gpus());
-    std::vector<model::Plan> out;
     const auto& m = base.model;
     // The base plan's own sharding is always tried too, so that a scenario's ZeRO-3 or HSDP plan
     // lies in the space it is compared against.
     std::vector<model::Sharding> shardings = space.shardings;
     if (std::find(shardings.begin(), shardings.end(), base.parallel.sharding) == shardings.end())
         shardings.push_back(base.parallel.sharding);
-    for (int gpus : counts) {
-        const model::Plan node_plan = with_gpu_count(base, gpus);
+    // The cluster of each count first, in order (a count that is not whole nodes is an error, the
+    // first such count's); then the counts' layouts side by side, one count per task, concatenated
+    // in the counts' order: the same list as one loop over the counts, faster (each plan is a full
+    // copy of the base plan: 133,380 layouts for Llama-2-70B over 8 ... 1024 GPUs took 2.7 s of one
+    // core, most of a 2-core machine's serial time in the search; issue #43).
+    std::vector<model::Plan> node_plans;
+    node_plans.reserve(counts.size());
+    for (int gpus : counts) node_plans.push_back(with_gpu_count(base, gpus));
+    std::vector<std::vector<model::Plan>> per_count(counts.size());
+    parallel_for(counts.size(), std::max(1u, std::thread::hardware_concurrency()), [&](std::size_t ci) {
+        const int gpus = counts[ci];
+        const model::Plan& node_plan = node_plans[ci];
+        auto& out = per_count[ci];
         const int gpn = node_plan.cluster.gpus_per_node;
         for (int tp : divisors(gpn, gpn)) {
             if (m.heads % tp != 0) continue;
@@ -233,8 +244,13 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                 }
             }
         }
-    }
-    return out;
+    });
+    std::size_t total = 0;
+    for (const auto& v : per_count) total += v.size();
+    std::vector<model::Plan> all;
+    all.reserve(total);
+    for (auto& v : per_count) std::move(v.begin(), v.end(), std::back_inserter(all));
+    return all;
 }
 
 namespace {
