@@ -131,7 +131,11 @@ private:
         }
         if (!has_cov) report(out_, f.key_site, "missing key 'covariance_log' (the fit's 8 x 8 covariance)");
         if (s_.runs.empty()) report(out_, f.key_site, "a fit names the runs it was fitted on: 'runs' is missing or empty");
-        if (s_.discrepancy.present) {
+        if (s_.discrepancy.present && s_.runs.size() > kDiscrepancyMaxRuns) {
+            report(out_, f.key_site, fmt::format("a discrepancy is fitted over at most {} runs (its solve is cubic in "
+                                                 "them); this profile lists {}",
+                                                 kDiscrepancyMaxRuns, s_.runs.size()));
+        } else if (s_.discrepancy.present) {
             for (const auto& r : s_.runs)
                 if (r.shape.empty() || r.micro_batch < 1 || !(r.fitted > 0)) {
                     report(out_, f.key_site, fmt::format("a discrepancy needs every run's shape, micro_batch and fitted "
