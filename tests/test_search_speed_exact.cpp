@@ -5,6 +5,7 @@
 #include "cli_runner.hpp"
 #include "fixtures.hpp"
 #include "scratch_dir.hpp"
+#include "sweep_fixture.hpp"
 
 #include "trainsim/sim/search/plan_search.hpp"
 
@@ -20,16 +21,6 @@
 using namespace trainsim;
 
 namespace {
-
-// Two small Llama-shaped models (2 and 4 layers, hidden 512): their searches take milliseconds.
-void write_tiny_models(const test::ScratchDir& dir) {
-    for (int layers : {2, 4})
-        test::write_text(dir.path() / fmt::format("tiny{}.config.json", layers),
-                         fmt::format(R"({{"model_type": "llama", "hidden_size": 512, "num_hidden_layers": {},
-"num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 1376, "vocab_size": 32000,
-"max_position_embeddings": 2048, "tie_word_embeddings": false, "hidden_act": "silu"}})",
-                                     layers));
-}
 
 // 2 models x 1 GPU x 1 price = 2 cells, 2 GPU counts each: 4 rows.
 constexpr const char* kTinyGrid = R"(title: tiny
@@ -47,7 +38,7 @@ prices:
 TEST_CASE("sweep --resume on a complete output: exit 0, nothing searched or rewritten, the page still made",
           "[search-exact][sweep][cli]") {
     test::ScratchDir dir;
-    write_tiny_models(dir);
+    test::write_tiny_models(dir);
     const auto grid = (dir.path() / "grid.yaml").string();
     test::write_text(grid, kTinyGrid);
     for (const char* ext : {"csv", "jsonl"}) {

@@ -3,6 +3,7 @@
 // kill (the same file as an uninterrupted sweep, no row twice).
 #include "cli_runner.hpp"
 #include "scratch_dir.hpp"
+#include "sweep_fixture.hpp"
 
 #include "trainsim/model/input/loader.hpp"
 #include "trainsim/model/input/sweep_grid.hpp"
@@ -19,16 +20,6 @@ using namespace trainsim;
 using Approx = Catch::Detail::Approx;
 
 namespace {
-
-// Two small Llama-shaped models (2 and 4 layers, hidden 512): their searches take milliseconds.
-void write_models(const test::ScratchDir& dir) {
-    for (int layers : {2, 4})
-        test::write_text(dir.path() / fmt::format("tiny{}.config.json", layers),
-                         fmt::format(R"({{"model_type": "llama", "hidden_size": 512, "num_hidden_layers": {},
-"num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 1376, "vocab_size": 32000,
-"max_position_embeddings": 2048, "tie_word_embeddings": false, "hidden_act": "silu"}})",
-                                     layers));
-}
 
 constexpr const char* kGrid = R"(title: tiny
 models: [tiny2.config.json, tiny4.config.json]
@@ -110,13 +101,11 @@ TEST_CASE("a text on which yaml-cpp's LoadAll never returns is read (and refused
 TEST_CASE("sweep: one row per cell and GPU count, in the grid's order, the bill following the price",
           "[sweep][cli]") {
     test::ScratchDir dir;
-    write_models(dir);
+    test::write_tiny_models(dir);
     test::write_text(dir.path() / "grid.yaml", kGrid);
     const auto r = test::run_trainsim(fmt::format("sweep {} --json -q", (dir.path() / "grid.yaml").string()));
     REQUIRE(r.rc == 0);
-    std::vector<nlohmann::json> rows;
-    std::istringstream in(r.out);
-    for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+    const auto rows = test::json_lines(r.out);
     // 2 models x 1 GPU x 2 prices = 4 cells, x 2 counts (ascending) = 8 rows.
     REQUIRE(rows.size() == 8);
     const std::vector<std::string> order{"tiny2.config.json|h100-sxm|bf16|1B|-|-|list",
@@ -147,7 +136,7 @@ TEST_CASE("sweep: one row per cell and GPU count, in the grid's order, the bill 
 TEST_CASE("sweep --out: a killed sweep resumed gives the uninterrupted file, and nothing is overwritten unasked",
           "[sweep][cli]") {
     test::ScratchDir dir;
-    write_models(dir);
+    test::write_tiny_models(dir);
     const auto grid = (dir.path() / "grid.yaml").string();
     test::write_text(grid, kGrid);
     const auto full = (dir.path() / "full.csv").string();
