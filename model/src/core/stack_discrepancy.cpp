@@ -28,11 +28,18 @@ constexpr double kMinNoiseVar = 1e-5;
 // before a structure is carried to predictions.
 constexpr double kMinLogEvidence = 1.5;
 
-double kernel(const LayoutPoint& a, const LayoutPoint& b, double signal, const std::array<double, F>& len) {
-    if (a.shape != b.shape) return 0.0;
+double log2i(int v) { return std::log2(static_cast<double>(std::max(1, v))); }
+
+std::array<double, F> features_of(const StackFitRun& r) {
+    return {log2i(r.tp), log2i(r.pp), log2i(r.cp), log2i(r.dp), log2i(r.micro_batch)};
+}
+
+double kernel(const std::string& shape_a, const std::array<double, F>& a, const std::string& shape_b,
+              const std::array<double, F>& b, double signal, const std::array<double, F>& len) {
+    if (shape_a != shape_b) return 0.0;
     double d2 = 0;
     for (std::size_t f = 0; f < F; ++f) {
-        const double d = (a.features[f] - b.features[f]) / len[f];
+        const double d = (a[f] - b[f]) / len[f];
         d2 += d * d;
     }
     return signal * std::exp(-0.5 * d2);
@@ -48,7 +55,9 @@ Eigen::MatrixXd gram(const std::vector<LayoutPoint>& pts, const Trial& t) {
     Eigen::MatrixXd K(n, n);
     for (Eigen::Index i = 0; i < n; ++i)
         for (Eigen::Index j = 0; j <= i; ++j) {
-            const double k = kernel(pts[static_cast<std::size_t>(i)], pts[static_cast<std::size_t>(j)], t.signal, t.len);
+            const auto& a = pts[static_cast<std::size_t>(i)];
+            const auto& b = pts[static_cast<std::size_t>(j)];
+            const double k = kernel(a.shape, a.features, b.shape, b.features, t.signal, t.len);
             K(i, j) = k;
             K(j, i) = k;
         }
@@ -78,8 +87,6 @@ Eigen::VectorXd residuals_of(const std::vector<StackFitRun>& runs) {
     return r;
 }
 
-double log2i(int v) { return std::log2(static_cast<double>(std::max(1, v))); }
-
 } // namespace
 
 LayoutPoint layout_point(const Plan& plan) {
@@ -96,7 +103,7 @@ LayoutPoint layout_point(const Plan& plan) {
 LayoutPoint layout_point(const StackFitRun& run) {
     LayoutPoint p;
     p.shape = run.shape;
-    p.features = {log2i(run.tp), log2i(run.pp), log2i(run.cp), log2i(run.dp), log2i(run.micro_batch)};
+    p.features = features_of(run);
     return p;
 }
 
@@ -214,7 +221,9 @@ DiscrepancyAt discrepancy_at(const StackProfile& stack, const LayoutPoint& at) {
     const std::size_t n = stack.runs.size();
     std::vector<double> k(n);
     for (std::size_t i = 0; i < n; ++i) {
-        k[i] = kernel(at, layout_point(stack.runs[i]), d.signal_var, d.length);
+        // The runs' own fields, not a LayoutPoint each: this runs for every plan a search bounds.
+        const auto& run = stack.runs[i];
+        k[i] = kernel(at.shape, at.features, run.shape, features_of(run), d.signal_var, d.length);
         out.max_corr = std::max(out.max_corr, d.signal_var > 0 ? k[i] / d.signal_var : 0.0);
         out.mean_log += k[i] * d.alpha[i];
     }
