@@ -6,6 +6,7 @@
 #include "trainsim/sim/cost/compute_cost.hpp"
 #include "trainsim/sim/network/network.hpp"
 #include "trainsim/sim/network/topology.hpp"
+#include "trainsim/sim/step/periodic.hpp"
 
 #include <fmt/format.h>
 
@@ -75,8 +76,9 @@ std::optional<model::DiscrepancyAt> stack_discrepancy_at(const model::Plan& plan
 namespace {
 
 // `graph`, `network`: built for the plan, or null to build them (only for a plan simulated).
+// `periodic`: try three short steps first (step/periodic.hpp); `graph` is then only the fallback.
 RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const AnalyticNetwork* network,
-                     const ExecOptions& opt, bool simulate_even_if_too_big) {
+                     const ExecOptions& opt, bool simulate_even_if_too_big, bool periodic) {
     RunEstimate e;
     e.name = plan.name;
     e.currency = plan.pricing.currency;
@@ -99,12 +101,16 @@ RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const
     e.tokens_per_step = static_cast<double>(plan.training.global_batch) * plan.training.seq_len;
     if (!e.fits && !simulate_even_if_too_big) return e;
 
-    std::optional<model::OpGraph> own_graph;
-    if (graph == nullptr) graph = &own_graph.emplace(model::build_workload(plan));
     std::optional<AnalyticNetwork> own_network;
     if (network == nullptr) network = &own_network.emplace(plan_network(plan));
     const ComputeCost compute(plan.hardware);
-    e.step = execute_step(plan, *graph, compute, *network, opt);
+    // A long gradient accumulation from three short steps where they repeat (step/periodic.hpp).
+    if (periodic) e.step = execute_step_periodic(plan, compute, *network, opt);
+    if (!e.step) {
+        std::optional<model::OpGraph> own_graph;
+        if (graph == nullptr) graph = &own_graph.emplace(model::build_workload(plan));
+        e.step = execute_step(plan, *graph, compute, *network, opt);
+    }
 
     const double gpus = plan.num_gpus();
     e.step_time_s = e.step->step_time.seconds();
@@ -140,12 +146,17 @@ RunEstimate estimate(const model::Plan& plan, const model::OpGraph* graph, const
 } // namespace
 
 RunEstimate estimate_plan(const model::Plan& plan, const ExecOptions& opt, bool simulate_even_if_too_big) {
-    return estimate(plan, nullptr, nullptr, opt, simulate_even_if_too_big);
+    return estimate(plan, nullptr, nullptr, opt, simulate_even_if_too_big, true);
+}
+
+RunEstimate estimate_plan(const model::Plan& plan, const AnalyticNetwork& network, const model::OpGraph* graph,
+                          const ExecOptions& opt) {
+    return estimate(plan, graph, &network, opt, false, true);
 }
 
 RunEstimate estimate_plan(const model::Plan& plan, const model::OpGraph& graph, const AnalyticNetwork& network,
                           const ExecOptions& opt, bool simulate_even_if_too_big) {
-    return estimate(plan, &graph, &network, opt, simulate_even_if_too_big);
+    return estimate(plan, &graph, &network, opt, simulate_even_if_too_big, false);
 }
 
 } // namespace trainsim::sim

@@ -158,10 +158,20 @@ public:
         res.simulated_ranks = ranks_.size();
         res.ops = g_.op_count();
         res.stage_finish.assign(static_cast<std::size_t>(g_.pp), Time());
+        res.stage_host_busy.assign(static_cast<std::size_t>(g_.pp), Time());
+        res.stage_stream_busy.assign(static_cast<std::size_t>(g_.pp), {});
         const RankState* crit = &ranks_.front();
         for (const auto& r : ranks_) {
             auto& sf = res.stage_finish[static_cast<std::size_t>(r.stage)];
             sf = model::max(sf, r.finish);
+            auto& hb = res.stage_host_busy[static_cast<std::size_t>(r.stage)];
+            hb = model::max(hb, r.host_busy);
+            std::array<Time, model::kNumStreams> busy{};
+            const auto& prog = g_.stages[static_cast<std::size_t>(r.stage)];
+            for (std::uint32_t i = 0; i < prog.ops.size(); ++i)
+                busy[static_cast<std::size_t>(prog.ops[i].stream)] += r.state[i].end - r.state[i].start;
+            auto& sb = res.stage_stream_busy[static_cast<std::size_t>(r.stage)];
+            for (std::size_t k = 0; k < busy.size(); ++k) sb[k] = model::max(sb[k], busy[k]);
             if (r.finish > crit->finish) crit = &r;
         }
         res.step_time = crit->finish;

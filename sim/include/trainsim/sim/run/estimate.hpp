@@ -130,6 +130,12 @@ void reprice(RunEstimate& e, const model::Plan& plan);
 [[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const model::OpGraph& graph,
                                         const AnalyticNetwork& network, const ExecOptions& opt = {},
                                         bool simulate_even_if_too_big = false);
+// The same with a network already built: a long gradient accumulation is simulated from three
+// short steps where they repeat (step/periodic.hpp), as estimate_plan(plan) does.
+// `graph`: the step's own graph where the caller built it anyway, simulated if the short steps
+// do not repeat (else it is built then).
+[[nodiscard]] RunEstimate estimate_plan(const model::Plan& plan, const AnalyticNetwork& network,
+                                        const model::OpGraph* graph, const ExecOptions& opt = {});
 // The network estimate_plan builds for a plan's cluster.
 [[nodiscard]] AnalyticNetwork plan_network(const model::Plan& plan);
 

@@ -87,6 +87,11 @@ struct StepResult {
     // Host time the critical rank spent issuing work (launches and communication calls), and the
     // part of it the GPU waited for (breakdown.host_bound).
     Time host_busy;
+    // Per pipeline stage: the most host time any of its simulated ranks spent issuing work, and
+    // the most time each stream of one of its ranks was busy (its ops' spans; a stream runs one op
+    // at a time).
+    std::vector<Time> stage_host_busy;
+    std::vector<std::array<Time, model::kNumStreams>> stage_stream_busy;
     // Compute-stream time of the critical rank per kernel name ("fc1", "attn_fwd", "ln1"...).
     std::vector<std::pair<std::string, Time>> kernel_time;
 };
