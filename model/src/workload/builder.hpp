@@ -115,7 +115,7 @@ struct Bucket {
 
 class Builder {
 public:
-    explicit Builder(const Plan& plan);
+    explicit Builder(const Plan& plan, WorkloadOrder order = WorkloadOrder::schedule);
 
     OpGraph build();
 
@@ -273,6 +273,7 @@ private:
     static constexpr int kHeadUnit = -2;
 
     const Plan& plan_;
+    WorkloadOrder order_ = WorkloadOrder::schedule;
     const ModelArch& m_;
     const Parallel& p_;
     // LoRA / QLoRA: the base weights are frozen (no weight-gradient GEMMs, no embedding backward).

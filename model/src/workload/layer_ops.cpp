@@ -79,7 +79,7 @@ LayerLaunches layer_launches(HostDispatch d, CrossEntropy ce) {
     return l;
 }
 
-Builder::Builder(const Plan& plan) : plan_(plan), m_(plan.model), p_(plan.parallel), frozen_(frozen_base(plan.training)) {
+Builder::Builder(const Plan& plan, WorkloadOrder order) : plan_(plan), order_(order), m_(plan.model), p_(plan.parallel), frozen_(frozen_base(plan.training)) {
     g_.tp = p_.tp;
     g_.pp = p_.pp;
     g_.vp = p_.vp;

@@ -9,6 +9,32 @@ OpGraph Builder::build() {
     return std::move(g_);
 }
 
+namespace {
+// WorkloadOrder::depth_first: each micro-batch's forwards, chunks ascending, then its backwards,
+// chunks descending.
+std::vector<ScheduleItem> depth_first_schedule(int vp, int microbatches) {
+    std::vector<ScheduleItem> out;
+    out.reserve(static_cast<std::size_t>(2 * vp * microbatches));
+    for (int mb = 0; mb < microbatches; ++mb) {
+        for (int c = 0; c < vp; ++c) {
+            ScheduleItem it;
+            it.microbatch = mb;
+            it.chunk = c;
+            out.push_back(it);
+        }
+        for (int c = vp - 1; c >= 0; --c) {
+            ScheduleItem it;
+            it.forward = false;
+            it.pass = PipelinePass::backward;
+            it.microbatch = mb;
+            it.chunk = c;
+            out.push_back(it);
+        }
+    }
+    return out;
+}
+} // namespace
+
 StageProgram Builder::build_stage(int stage) {
     StageState st;
     const int pp = p_.pp, vp = p_.vp, mbs = g_.microbatches;
@@ -17,7 +43,8 @@ StageProgram Builder::build_stage(int stage) {
     // DualPipeV: chunk 1 of stage s is virtual stage 2 pp - 1 - s, so stage 0 holds the first and
     // the last, the embedding and the loss).
     const PpSchedule sched = effective_schedule(p_.pp_schedule, vp);
-    const auto schedule = pipeline_schedule(sched, stage, pp, vp, mbs);
+    const bool depth_first = order_ == WorkloadOrder::depth_first && !v_shape(sched) && !splits_backward(sched);
+    const auto schedule = depth_first ? depth_first_schedule(vp, mbs) : pipeline_schedule(sched, stage, pp, vp, mbs);
     const int nvs = pp * vp;
     const bool has_head = stage_chunk(sched, pp, vp, nvs - 1).stage == stage;
     const bool has_embed = stage == 0;

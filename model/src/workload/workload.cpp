@@ -24,9 +24,11 @@ bool unfused_softmax_fuses(std::int64_t micro_batch, std::int64_t heads_per_rank
     return sk > 16 && sk <= 2048 && sq % 4 == 0 && (micro_batch * heads_per_rank) % 4 == 0;
 }
 
-OpGraph build_workload(const Plan& plan) {
+OpGraph build_workload(const Plan& plan) { return build_workload(plan, WorkloadOrder::schedule); }
+
+OpGraph build_workload(const Plan& plan, WorkloadOrder order) {
     // Proto id 0 is reserved as "none" for optional collectives.
-    workload_detail::Builder b(plan);
+    workload_detail::Builder b(plan, order);
     return b.build();
 }
 

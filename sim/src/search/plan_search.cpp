@@ -302,8 +302,9 @@ constexpr std::size_t kBlocking = model::kNumStreams;
 constexpr std::size_t kOptimizer = model::kNumStreams + 1;
 using StreamSums = std::vector<std::array<std::int64_t, model::kNumStreams + 2>>;
 
-StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network) {
-    const auto graph = model::build_workload(plan);
+StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network,
+                       model::WorkloadOrder order = model::WorkloadOrder::schedule) {
+    const auto graph = model::build_workload(plan, order);
     const LeastTimes least(plan, graph, network);
     StreamSums out(graph.stages.size());
     for (std::size_t s = 0; s < graph.stages.size(); ++s) {
@@ -348,9 +349,10 @@ std::int64_t largest(const StreamSums& sums, double slowdown) {
 }
 
 // Stream sums for the plan's layout with `microbatches` micro-batches per step.
-StreamSums sums_with_microbatches(model::Plan plan, int microbatches, const AnalyticNetwork& network) {
+StreamSums sums_with_microbatches(model::Plan plan, int microbatches, const AnalyticNetwork& network,
+                                  model::WorkloadOrder order) {
     plan.training.global_batch = microbatches * plan.training.micro_batch * plan.parallel.dp;
-    return stream_sums(plan, network);
+    return stream_sums(plan, network, order);
 }
 
 StreamSums bound_sums(const model::Plan& plan, const AnalyticNetwork& network) {
@@ -358,18 +360,23 @@ StreamSums bound_sums(const model::Plan& plan, const AnalyticNetwork& network) {
     // their TP / CP collectives and pipeline transfers, same shapes); the rest (optimizer, DP
     // reductions and gathers, once-per-step casts) does not depend on the count. So each
     // (stage, stream) sum is a + b x microbatches, exactly, in integer ps, and two small graphs
-    // give a and b (1 and 2 micro-batches; pp and 2 pp for interleaving, which needs a multiple
-    // of pp) instead of the step's full graph (gradient accumulation of hundreds of micro-batches
+    // give a and b (1 and 2 micro-batches; for ZB-V pp and 2 pp, for DualPipeV 2 pp and 4 pp,
+    // which they need) instead of the step's full graph (gradient accumulation of hundreds of micro-batches
     // at small dp). A difference that does not divide evenly would show the premise broken: the
     // full graph is then summed instead. Tested against the direct sum.
     const int m = plan.grad_accum();
-    // DualPipeV runs at least 2 pp micro-batches (check_layout); interleaving a multiple of pp.
-    const bool dualpipe = model::effective_schedule(plan.parallel.pp_schedule, plan.parallel.vp) ==
-                          model::PpSchedule::dualpipe_v;
-    const int m1 = dualpipe ? 2 * plan.parallel.pp : plan.parallel.vp > 1 ? plan.parallel.pp : 1, m2 = 2 * m1;
+    // DualPipeV runs at least 2 pp micro-batches (check_layout); the interleaved schedule a
+    // multiple of pp, but its ops laid out depth first (model::WorkloadOrder) are the same for
+    // any count, so its small graphs have 1 and 2 (tested against the direct sum).
+    const auto schedule = model::effective_schedule(plan.parallel.pp_schedule, plan.parallel.vp);
+    const bool dualpipe = schedule == model::PpSchedule::dualpipe_v;
+    const bool depth_first = schedule == model::PpSchedule::interleaved;
+    const auto order = depth_first ? model::WorkloadOrder::depth_first : model::WorkloadOrder::schedule;
+    const int m1 = dualpipe ? 2 * plan.parallel.pp : plan.parallel.vp > 1 && !depth_first ? plan.parallel.pp : 1;
+    const int m2 = 2 * m1;
     if (m <= m2) return stream_sums(plan, network);
-    const auto s1 = sums_with_microbatches(plan, m1, network);
-    const auto s2 = sums_with_microbatches(plan, m2, network);
+    const auto s1 = sums_with_microbatches(plan, m1, network, order);
+    const auto s2 = sums_with_microbatches(plan, m2, network, order);
     if (s1.size() != s2.size()) return stream_sums(plan, network);
     StreamSums s = s1;
     const std::int64_t dm = m2 - m1, steps = m - m1;

@@ -112,6 +112,17 @@ struct OpGraph {
 // Builds the step's op graph. Pure and deterministic. Precondition: check_layout(plan) is empty.
 [[nodiscard]] OpGraph build_workload(const Plan& plan);
 
+// The order a stage's schedule items are laid out in. `schedule`: the plan's pipeline schedule,
+// the step as it runs. `depth_first`: each micro-batch's forward of every chunk, then its backward
+// of every chunk, for any count of micro-batches: the same ops, protos and transfer peers as the
+// schedule's (each schedule runs every (micro-batch, chunk) forward and backward once; the
+// gradient reductions follow each chunk's last backward either way), in an order no pipeline could
+// run: for sums over the ops only (the plan search's stream bounds build it for 1 and 2
+// micro-batches where the interleaved schedule needs pp and 2 pp). The V schedules and the split
+// backward keep their own order.
+enum class WorkloadOrder { schedule, depth_first };
+[[nodiscard]] OpGraph build_workload(const Plan& plan, WorkloadOrder order);
+
 // Whether Megatron's fused scale-mask-softmax kernel runs for unfused attention over
 // micro_batch x heads_per_rank score matrices of sq x sk (FusedScaleMaskSoftmax in Megatron-LM
 // 2021-22 megatron/model/fused_softmax.py and Megatron-DeepSpeed: 16 < sk <= 2048, sq % 4 == 0
