@@ -302,9 +302,7 @@ constexpr std::size_t kBlocking = model::kNumStreams;
 constexpr std::size_t kOptimizer = model::kNumStreams + 1;
 using StreamSums = std::vector<std::array<std::int64_t, model::kNumStreams + 2>>;
 
-StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network,
-                       model::WorkloadOrder order = model::WorkloadOrder::schedule) {
-    const auto graph = model::build_workload(plan, order);
+StreamSums stream_sums_of(const model::Plan& plan, const model::OpGraph& graph, const AnalyticNetwork& network) {
     const LeastTimes least(plan, graph, network);
     StreamSums out(graph.stages.size());
     for (std::size_t s = 0; s < graph.stages.size(); ++s) {
@@ -321,6 +319,10 @@ StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network,
         }
     }
     return out;
+}
+
+StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network) {
+    return stream_sums_of(plan, model::build_workload(plan), network);
 }
 
 // No stage finishes before the largest of, with s = the profile's comm_compute_slowdown:
@@ -348,35 +350,46 @@ std::int64_t largest(const StreamSums& sums, double slowdown) {
     return best;
 }
 
-// Stream sums for the plan's layout with `microbatches` micro-batches per step.
-StreamSums sums_with_microbatches(model::Plan plan, int microbatches, const AnalyticNetwork& network,
-                                  model::WorkloadOrder order) {
-    plan.training.global_batch = microbatches * plan.training.micro_batch * plan.parallel.dp;
-    return stream_sums(plan, network, order);
-}
+bool chain_applies(const model::Plan& plan);
+model::WorkloadOrder small_graph_order(const model::Plan& plan);
+model::Plan with_microbatches(model::Plan plan, int microbatches);
+std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::Plan& small, const model::OpGraph& graph,
+                               const AnalyticNetwork& network);
 
-StreamSums bound_sums(const model::Plan& plan, const AnalyticNetwork& network) {
+// `chain`: where given, also the pipeline's chain of passes (pipeline_chain_ps; 0 where it does not
+// apply), from the same small graph.
+StreamSums bound_sums(const model::Plan& plan, const AnalyticNetwork& network, std::int64_t* chain = nullptr) {
     // Every micro-batch adds the same ops to a stage (its forward and backward of each chunk, with
     // their TP / CP collectives and pipeline transfers, same shapes); the rest (optimizer, DP
     // reductions and gathers, once-per-step casts) does not depend on the count. So each
     // (stage, stream) sum is a + b x microbatches, exactly, in integer ps, and two small graphs
-    // give a and b (1 and 2 micro-batches; for ZB-V pp and 2 pp, for DualPipeV 2 pp and 4 pp,
-    // which they need) instead of the step's full graph (gradient accumulation of hundreds of micro-batches
-    // at small dp). A difference that does not divide evenly would show the premise broken: the
-    // full graph is then summed instead. Tested against the direct sum.
+    // give a and b (1 and 2 micro-batches, or 2 and 3 where the second serves the pipeline's
+    // chain too; for ZB-V pp and 2 pp, for DualPipeV 2 pp and 4 pp, which they need) instead of
+    // the step's full graph (gradient accumulation of hundreds of micro-batches at small dp). A
+    // difference that does not divide evenly would show the premise broken: the full graph is
+    // then summed instead. Tested against the direct sum.
+    // The interleaved schedule needs a multiple of pp, but its ops laid out depth first
+    // (model::WorkloadOrder) are the same for any count (tested against the direct sum).
     const int m = plan.grad_accum();
-    // DualPipeV runs at least 2 pp micro-batches (check_layout); the interleaved schedule a
-    // multiple of pp, but its ops laid out depth first (model::WorkloadOrder) are the same for
-    // any count, so its small graphs have 1 and 2 (tested against the direct sum).
     const auto schedule = model::effective_schedule(plan.parallel.pp_schedule, plan.parallel.vp);
-    const bool dualpipe = schedule == model::PpSchedule::dualpipe_v;
-    const bool depth_first = schedule == model::PpSchedule::interleaved;
-    const auto order = depth_first ? model::WorkloadOrder::depth_first : model::WorkloadOrder::schedule;
-    const int m1 = dualpipe ? 2 * plan.parallel.pp : plan.parallel.vp > 1 && !depth_first ? plan.parallel.pp : 1;
-    const int m2 = 2 * m1;
-    if (m <= m2) return stream_sums(plan, network);
-    const auto s1 = sums_with_microbatches(plan, m1, network, order);
-    const auto s2 = sums_with_microbatches(plan, m2, network, order);
+    const bool with_chain = chain != nullptr && chain_applies(plan);
+    if (chain != nullptr) *chain = 0;
+    const int m1 = schedule == model::PpSchedule::dualpipe_v                                   ? 2 * plan.parallel.pp
+                   : plan.parallel.vp > 1 && schedule != model::PpSchedule::interleaved ? plan.parallel.pp
+                   : with_chain                                                            ? 2
+                                                                                           : 1;
+    const int m2 = with_chain ? 3 : 2 * m1;
+    if (m <= m2) {
+        const auto graph = model::build_workload(plan);
+        if (with_chain) *chain = pipeline_chain_ps(plan, plan, graph, network);
+        return stream_sums_of(plan, graph, network);
+    }
+    const auto order = small_graph_order(plan);
+    const auto p1 = with_microbatches(plan, m1), p2 = with_microbatches(plan, m2);
+    const auto s1 = stream_sums_of(p1, model::build_workload(p1, order), network);
+    const auto g2 = model::build_workload(p2, order);
+    const auto s2 = stream_sums_of(p2, g2, network);
+    if (with_chain) *chain = pipeline_chain_ps(plan, p2, g2, network);
     if (s1.size() != s2.size()) return stream_sums(plan, network);
     StreamSums s = s1;
     const std::int64_t dm = m2 - m1, steps = m - m1;
@@ -389,8 +402,11 @@ StreamSums bound_sums(const model::Plan& plan, const AnalyticNetwork& network) {
     return s;
 }
 
+// The stream sums' bound and the pipeline's chain, whichever is larger.
 std::int64_t stream_bound_ps(const model::Plan& plan, const AnalyticNetwork& network) {
-    return largest(bound_sums(plan, network), plan.hardware.comm_compute_slowdown);
+    std::int64_t chain = 0;
+    const auto sums = bound_sums(plan, network, &chain);
+    return std::max(largest(sums, plan.hardware.comm_compute_slowdown), chain);
 }
 
 // A CPU-offload step is the simulated GPU step less its optimizer kernels' time on the critical
@@ -507,6 +523,116 @@ std::int64_t critical_path_ps(const model::Plan& plan, const model::OpGraph& gra
     return ended == n ? longest : 0;
 }
 
+// The pipeline's own bound (ps): the schedule's passes as blocks, each as long as the least time
+// of its compute-stream ops, chained as the executor must run them. A stage's compute stream runs
+// its ops in program order, and the builder emits each schedule item's ops together, after the
+// receive of its input and before the send of its output; so an item starts no earlier than the
+// item before it on its stage ends, nor than the item it takes its input from (the previous
+// virtual stage's forward, the next one's backward or B pass) ends, and lasts at least the sum of
+// its compute-stream ops' least times. The longest chain bounds the step from below and, unlike
+// the stream sums, sees the fill and drain (the bubble). Each item's sum is taken from a graph of
+// 3 micro-batches (interleaved: laid out depth first) as the least over its micro-batches of
+// (pass, chunk): the middle micro-batch has the ops every micro-batch has (the first and the last
+// may add the step's once-only ops), so no item of the step is shorter. The optimizer's and DP
+// communication's ops are not items'. 1F1B, interleaved and ZB-H1 (the V schedules pair and
+// reorder their transfers); 0 where it does not apply. Tested <= the critical path.
+bool chain_applies(const model::Plan& plan) {
+    const auto& q = plan.parallel;
+    const auto sched = model::effective_schedule(q.pp_schedule, q.vp);
+    return q.pp >= 2 && plan.grad_accum() >= 3 && q.offload == model::Offload::none &&
+           (sched == model::PpSchedule::one_f_one_b || sched == model::PpSchedule::interleaved ||
+            sched == model::PpSchedule::zb_h1);
+}
+
+// The order of the small graphs the bounds sum: the interleaved schedule's depth first.
+model::WorkloadOrder small_graph_order(const model::Plan& plan) {
+    return model::effective_schedule(plan.parallel.pp_schedule, plan.parallel.vp) == model::PpSchedule::interleaved
+               ? model::WorkloadOrder::depth_first
+               : model::WorkloadOrder::schedule;
+}
+
+// `small`: the plan with 3 micro-batches; `graph`: build_workload(small, small_graph_order(plan)).
+std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::Plan& small, const model::OpGraph& graph,
+                               const AnalyticNetwork& network) {
+    using model::PipelinePass;
+    const auto& q = plan.parallel;
+    const auto sched = model::effective_schedule(q.pp_schedule, q.vp);
+    const int m = plan.grad_accum();
+    const int pp = q.pp, vp = q.vp, nvs = pp * vp;
+    const LeastTimes least(small, graph, network);
+    // [stage][pass][chunk][micro-batch 0..2] sums, then the least over the micro-batches.
+    constexpr int kPasses = 4;
+    auto slot = [&](int stage, PipelinePass pass, int chunk) {
+        return (static_cast<std::size_t>(stage) * kPasses + static_cast<std::size_t>(pass)) * static_cast<std::size_t>(vp) +
+               static_cast<std::size_t>(chunk);
+    };
+    std::vector<std::array<std::int64_t, 3>> sums(static_cast<std::size_t>(pp) * kPasses * static_cast<std::size_t>(vp),
+                                                  {0, 0, 0});
+    for (std::size_t st = 0; st < graph.stages.size(); ++st)
+        for (const auto& op : graph.stages[st].ops) {
+            if (op.stream != model::Stream::compute || op.microbatch > 2 || op.chunk >= vp ||
+                op.category == model::Category::optimizer || op.category == model::Category::dp_comm)
+                continue;
+            sums[slot(static_cast<int>(st), op.pass, op.chunk)][op.microbatch] += least.of(st, op);
+        }
+    auto length = [&](int stage, PipelinePass pass, int chunk) {
+        const auto& v = sums[slot(stage, pass, chunk)];
+        return std::min({v[0], v[1], v[2]});
+    };
+    // Each stage's items in its schedule order; an item's end once placed, by (stage, pass, chunk, mb).
+    std::vector<std::vector<model::ScheduleItem>> items(static_cast<std::size_t>(pp));
+    for (int s = 0; s < pp; ++s) items[static_cast<std::size_t>(s)] = model::pipeline_schedule(sched, s, pp, vp, m);
+    constexpr std::int64_t kUnset = -1;
+    std::vector<std::int64_t> ends(static_cast<std::size_t>(pp) * kPasses * static_cast<std::size_t>(vp) *
+                                       static_cast<std::size_t>(m),
+                                   kUnset);
+    auto end_of = [&](int stage, PipelinePass pass, int chunk, int mb) -> std::int64_t& {
+        return ends[slot(stage, pass, chunk) * static_cast<std::size_t>(m) + static_cast<std::size_t>(mb)];
+    };
+    std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
+    std::vector<std::int64_t> clock(static_cast<std::size_t>(pp), 0);
+    const PipelinePass grad_pass = sched == model::PpSchedule::zb_h1 ? PipelinePass::input_grad : PipelinePass::backward;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int s = 0; s < pp; ++s) {
+            auto& k = next[static_cast<std::size_t>(s)];
+            const auto& prog = items[static_cast<std::size_t>(s)];
+            while (k < prog.size()) {
+                const auto& it = prog[k];
+                std::int64_t ready = clock[static_cast<std::size_t>(s)];
+                const int vs = model::virtual_stage(sched, pp, vp, s, it.chunk);
+                if (it.pass != PipelinePass::weight_grad && (it.forward ? vs > 0 : vs < nvs - 1)) {
+                    const auto from = model::stage_chunk(sched, pp, vp, it.forward ? vs - 1 : vs + 1);
+                    const std::int64_t e =
+                        end_of(from.stage, it.forward ? PipelinePass::forward : grad_pass, from.chunk, it.microbatch);
+                    if (e == kUnset) break;  // its input is not placed yet
+                    ready = std::max(ready, e);
+                }
+                const std::int64_t e = ready + length(s, it.pass, it.chunk);
+                end_of(s, it.pass, it.chunk, it.microbatch) = e;
+                clock[static_cast<std::size_t>(s)] = e;
+                ++k;
+                moved = true;
+            }
+        }
+    }
+    for (int s = 0; s < pp; ++s)
+        if (next[static_cast<std::size_t>(s)] < items[static_cast<std::size_t>(s)].size()) return 0;  // cannot happen
+    return *std::max_element(clock.begin(), clock.end());
+}
+
+model::Plan with_microbatches(model::Plan plan, int microbatches) {
+    plan.training.global_batch = microbatches * plan.training.micro_batch * plan.parallel.dp;
+    return plan;
+}
+
+// The chain alone (tests).
+std::int64_t pipeline_bound_ps(const model::Plan& plan, const AnalyticNetwork& network) {
+    if (!chain_applies(plan)) return 0;
+    const auto small = with_microbatches(plan, 3);
+    return pipeline_chain_ps(plan, small, model::build_workload(small, small_graph_order(plan)), network);
+}
+
 } // namespace
 
 double step_time_lower_bound_s(const model::Plan& plan, const AnalyticNetwork& network) {
@@ -515,12 +641,18 @@ double step_time_lower_bound_s(const model::Plan& plan, const AnalyticNetwork& n
     return Time::ps(stream_bound_ps(plan, network)).seconds();
 }
 
+double pipeline_lower_bound_s(const model::Plan& plan) {
+    return Time::ps(pipeline_bound_ps(plan, plan_network(plan))).seconds();
+}
+
 double step_time_lower_bound_s(const model::Plan& plan) { return step_time_lower_bound_s(plan, plan_network(plan)); }
 
 double step_time_lower_bound_direct_s(const model::Plan& plan) {
-    const auto sums = stream_sums(plan, plan_network(plan));
+    const auto network = plan_network(plan);
+    const auto sums = stream_sums(plan, network);
     if (plan.parallel.offload != model::Offload::none) return Time::ps(offload_bound_ps(plan, sums)).seconds();
-    return Time::ps(largest(sums, plan.hardware.comm_compute_slowdown)).seconds();
+    return Time::ps(std::max(largest(sums, plan.hardware.comm_compute_slowdown), pipeline_bound_ps(plan, network)))
+        .seconds();
 }
 
 double critical_path_lower_bound_s(const model::Plan& plan, const model::OpGraph& graph,

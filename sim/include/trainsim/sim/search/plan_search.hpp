@@ -139,7 +139,8 @@ std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPl
 // runs a stream's ops one at a time and only ever slows an op down (compute next to
 // communication, transfers sharing a link). The compute stream's bound counts the kernels that
 // must run slowed next to communication (plan_search.cpp, `largest`).
-// Computed from two small graphs and extrapolated linearly in the micro-batch count (exact).
+// Computed from two small graphs and extrapolated linearly in the micro-batch count (exact);
+// with a pipeline, also the chain of its passes (pipeline_lower_bound_s), whichever is larger.
 // `network`: built for plan.cluster (plan_network); without it, one is built. With CPU offload:
 // the GPU bound less the most its optimizer kernels can take, plus CPU Adam and the parameters'
 // way back (plan_search.cpp, `offload_bound_ps`).
@@ -147,6 +148,10 @@ std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPl
 [[nodiscard]] double step_time_lower_bound_s(const model::Plan& plan);
 // The same from the step's full graph (for tests of the extrapolation).
 [[nodiscard]] double step_time_lower_bound_direct_s(const model::Plan& plan);
+// The pipeline's part of step_time_lower_bound_s: the schedule's passes as blocks of their ops'
+// least times, chained as a stage must run them (fill and drain included); 0 where it does not
+// apply (no pipeline, the V schedules, offload, fewer than 3 micro-batches).
+[[nodiscard]] double pipeline_lower_bound_s(const model::Plan& plan);
 // A tighter lower bound from the step's full graph: its contention-free critical path (each op
 // starts when the executor would start it, with nothing slowed down). It sees the pipeline fill
 // and drain and exposed communication. 0 if the graph cannot complete.
