@@ -580,15 +580,41 @@ std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::Plan& small
         return std::min({v[0], v[1], v[2]});
     };
     // Each stage's items in its schedule order; an item's end once placed, by (stage, pass, chunk, mb).
-    std::vector<std::vector<model::ScheduleItem>> items(static_cast<std::size_t>(pp));
-    for (int s = 0; s < pp; ++s) items[static_cast<std::size_t>(s)] = model::pipeline_schedule(sched, s, pp, vp, m);
+    // The schedules, shared by the candidates of one (schedule, pp, vp, micro-batches) on a thread
+    // (a search bounds thousands of layouts over a few dozen of them).
+    using Schedules = std::vector<std::vector<model::ScheduleItem>>;
+    thread_local std::map<std::tuple<model::PpSchedule, int, int, int>, Schedules> cache;
+    if (cache.size() > 64) cache.clear();
+    auto [cached, fresh] = cache.try_emplace({sched, pp, vp, m});
+    if (fresh)
+        for (int s = 0; s < pp; ++s) cached->second.push_back(model::pipeline_schedule(sched, s, pp, vp, m));
+    const Schedules& items = cached->second;
+    // Per (stage, chunk): the (stage, chunk) its forward's input comes from and its backward's,
+    // or (-1, -1) for none.
+    std::vector<std::array<model::StageChunk, 2>> source(static_cast<std::size_t>(nvs));
+    for (int st = 0; st < pp; ++st)
+        for (int c = 0; c < vp; ++c) {
+            const int vs = model::virtual_stage(sched, pp, vp, st, c);
+            auto& src = source[static_cast<std::size_t>(st * vp + c)];
+            src[0] = vs > 0 ? model::stage_chunk(sched, pp, vp, vs - 1) : model::StageChunk{-1, -1};
+            src[1] = vs < nvs - 1 ? model::stage_chunk(sched, pp, vp, vs + 1) : model::StageChunk{-1, -1};
+        }
     constexpr std::int64_t kUnset = -1;
-    std::vector<std::int64_t> ends(static_cast<std::size_t>(pp) * kPasses * static_cast<std::size_t>(vp) *
-                                       static_cast<std::size_t>(m),
-                                   kUnset);
-    auto end_of = [&](int stage, PipelinePass pass, int chunk, int mb) -> std::int64_t& {
-        return ends[slot(stage, pass, chunk) * static_cast<std::size_t>(m) + static_cast<std::size_t>(mb)];
+    // Only forward and gradient passes feed another stage: their ends, [stage][input side][chunk][mb],
+    // in a buffer a thread reuses.
+    thread_local std::vector<std::int64_t> ends;
+    ends.assign(static_cast<std::size_t>(pp) * 2 * static_cast<std::size_t>(vp) * static_cast<std::size_t>(m), kUnset);
+    auto end_of = [&](int stage, bool forward, int chunk, int mb) -> std::int64_t& {
+        return ends[((static_cast<std::size_t>(stage) * 2 + (forward ? 0 : 1)) * static_cast<std::size_t>(vp) +
+                     static_cast<std::size_t>(chunk)) *
+                        static_cast<std::size_t>(m) +
+                    static_cast<std::size_t>(mb)];
     };
+    std::vector<std::int64_t> lengths(static_cast<std::size_t>(pp) * kPasses * static_cast<std::size_t>(vp));
+    for (int st = 0; st < pp; ++st)
+        for (int pass = 0; pass < kPasses; ++pass)
+            for (int c = 0; c < vp; ++c)
+                lengths[slot(st, static_cast<PipelinePass>(pass), c)] = length(st, static_cast<PipelinePass>(pass), c);
     std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
     std::vector<std::int64_t> clock(static_cast<std::size_t>(pp), 0);
     const PipelinePass grad_pass = sched == model::PpSchedule::zb_h1 ? PipelinePass::input_grad : PipelinePass::backward;
@@ -600,16 +626,15 @@ std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::Plan& small
             while (k < prog.size()) {
                 const auto& it = prog[k];
                 std::int64_t ready = clock[static_cast<std::size_t>(s)];
-                const int vs = model::virtual_stage(sched, pp, vp, s, it.chunk);
-                if (it.pass != PipelinePass::weight_grad && (it.forward ? vs > 0 : vs < nvs - 1)) {
-                    const auto from = model::stage_chunk(sched, pp, vp, it.forward ? vs - 1 : vs + 1);
-                    const std::int64_t e =
-                        end_of(from.stage, it.forward ? PipelinePass::forward : grad_pass, from.chunk, it.microbatch);
+                const auto& from = source[static_cast<std::size_t>(s * vp + it.chunk)][it.forward ? 0 : 1];
+                if (it.pass != PipelinePass::weight_grad && from.stage >= 0) {
+                    const std::int64_t e = end_of(from.stage, it.forward, from.chunk, it.microbatch);
                     if (e == kUnset) break;  // its input is not placed yet
                     ready = std::max(ready, e);
                 }
-                const std::int64_t e = ready + length(s, it.pass, it.chunk);
-                end_of(s, it.pass, it.chunk, it.microbatch) = e;
+                const std::int64_t e = ready + lengths[slot(s, it.pass, it.chunk)];
+                if (it.pass == PipelinePass::forward || it.pass == grad_pass)
+                    end_of(s, it.pass == PipelinePass::forward, it.chunk, it.microbatch) = e;
                 clock[static_cast<std::size_t>(s)] = e;
                 ++k;
                 moved = true;
