@@ -379,18 +379,10 @@ int run_plan_search(const PlanArgs& a) {
     // fits at all, it is the answer, with what the fewest GPUs that fit without offload would give.
     const auto counts = a.gpus.empty() ? std::vector<int>{base.num_gpus()} : a.gpus;
     std::vector<int> no_fit_counts;
-    for (int g : counts) {
-        SearchSpace one = o.space;
-        one.gpu_counts = {g};
-        bool fits = false;
-        for (const auto& p : enumerate_layouts(base, one))
-            if (model::check_layout(p).empty() &&
-                model::fits_in_memory(p, model::peak_memory(p), p.hardware.hbm_capacity * (1.0 - o.memory_headroom))) {
-                fits = true;
-                break;
-            }
-        if (!fits) no_fit_counts.push_back(g);
-    }
+    // (The search counted, per count, the layouts that are valid and fit with the headroom.)
+    for (int g : counts)
+        if (const auto it = res.fitting_per_count.find(g); it == res.fitting_per_count.end() || it->second == 0)
+            no_fit_counts.push_back(g);
     std::optional<SearchResult> offload_res;
     if (!a.no_offload && !no_fit_counts.empty() && base.hardware.host_memory_bandwidth.value() > 0 &&
         base.hardware.cpu_adam_efficiency > 0) {

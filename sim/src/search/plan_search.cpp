@@ -155,7 +155,51 @@ std::string layout_label(const model::Plan& plan, bool with_dp) {
     return s;
 }
 
-std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const SearchSpace& space) {
+namespace {
+
+// One layout of the space, as enumerate_layouts makes it from its GPU count's plan (`count`, an
+// index into the node plans): a few bytes instead of a plan (the 405B search enumerates 215,808
+// layouts; copies of the whole plan were a quarter of its time and most of its memory).
+struct LayoutChoice {
+    std::uint32_t count = 0;
+    int tp = 1, pp = 1, vp = 1, cp = 1, dp = 1, micro_batch = 1;
+    int recipe = -1;  // into SearchSpace::recipes; -1: the plan's own
+    model::PpSchedule schedule = model::PpSchedule::automatic;
+    bool sp = false;
+    model::Sharding sharding = model::Sharding::none;
+    model::Offload offload = model::Offload::none;
+    model::Recompute recompute = model::Recompute::none;
+};
+
+// `p` becomes the layout `c` of its count's plan `node` (every field a choice sets is reset from
+// `node` first, so one plan can take one choice after another), named if asked.
+void apply_choice(model::Plan& p, const model::Plan& node, const LayoutChoice& c, const SearchSpace& space,
+                  bool named, int recompute_layers = -1) {
+    p.parallel = node.parallel;
+    p.training.micro_batch = c.micro_batch;
+    if (c.recipe >= 0) {
+        const auto& r = space.recipes[static_cast<std::size_t>(c.recipe)];
+        p.parallel.master_weights = r.master_weights;
+        p.parallel.optimizer_state = r.optimizer_state;
+        p.parallel.optimizer_in_backward = r.optimizer_in_backward;
+    }
+    p.parallel.tp = c.tp;
+    p.parallel.pp = c.pp;
+    p.parallel.vp = c.vp;
+    p.parallel.pp_schedule = c.schedule;
+    p.parallel.cp = c.cp;
+    p.parallel.dp = c.dp;
+    p.parallel.sequence_parallel = c.sp;
+    p.parallel.sharding = c.sharding;
+    p.parallel.offload = c.offload;
+    p.parallel.recompute = c.recompute;
+    if (recompute_layers >= 0) p.parallel.recompute_layers = recompute_layers;
+    if (named) p.name = search_name(p);
+}
+
+// The layouts of the space, in enumerate_layouts' order, and the plan of each GPU count.
+std::vector<LayoutChoice> enumerate_choices(const model::Plan& base, const SearchSpace& space,
+                                            std::vector<model::Plan>& node_plans) {
     std::vector<int> counts = space.gpu_counts;
     if (counts.empty()) counts.push_back(base.num_gpus());
     const auto& m = base.model;
@@ -165,18 +209,14 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
     if (std::find(shardings.begin(), shardings.end(), base.parallel.sharding) == shardings.end())
         shardings.push_back(base.parallel.sharding);
     // The cluster of each count first, in order (a count that is not whole nodes is an error, the
-    // first such count's); then the counts' layouts side by side, one count per task, concatenated
-    // in the counts' order: the same list as one loop over the counts, faster (each plan is a full
-    // copy of the base plan: 133,380 layouts for Llama-2-70B over 8 ... 1024 GPUs took 2.7 s of one
-    // core, most of a 2-core machine's serial time in the search; issue #43).
-    std::vector<model::Plan> node_plans;
+    // first such count's); then each count's layouts, concatenated in the counts' order.
+    node_plans.clear();
     node_plans.reserve(counts.size());
     for (int gpus : counts) node_plans.push_back(with_gpu_count(base, gpus));
-    std::vector<std::vector<model::Plan>> per_count(counts.size());
-    parallel_for(counts.size(), std::max(1u, std::thread::hardware_concurrency()), [&](std::size_t ci) {
+    std::vector<LayoutChoice> out;
+    for (std::size_t ci = 0; ci < counts.size(); ++ci) {
         const int gpus = counts[ci];
         const model::Plan& node_plan = node_plans[ci];
-        auto& out = per_count[ci];
         const int gpn = node_plan.cluster.gpus_per_node;
         for (int tp : divisors(gpn, gpn)) {
             if (m.heads % tp != 0) continue;
@@ -220,38 +260,65 @@ std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const Search
                                         if (pp > 1 && (sh == model::Sharding::zero3 || sh == model::Sharding::zero2))
                                             continue;
                                         for (auto rc : space.recomputes)
-                                        for (std::size_t ri = 0; ri < std::max<std::size_t>(1, space.recipes.size()); ++ri) {
-                                            model::Plan p = node_plan;
-                                            if (!space.recipes.empty()) {
-                                                const auto& r = space.recipes[ri];
-                                                p.parallel.master_weights = r.master_weights;
-                                                p.parallel.optimizer_state = r.optimizer_state;
-                                                p.parallel.optimizer_in_backward = r.optimizer_in_backward;
+                                            for (std::size_t ri = 0; ri < std::max<std::size_t>(1, space.recipes.size());
+                                                 ++ri) {
+                                                LayoutChoice c;
+                                                c.count = static_cast<std::uint32_t>(ci);
+                                                c.recipe = space.recipes.empty() ? -1 : static_cast<int>(ri);
+                                                c.tp = tp;
+                                                c.pp = pp;
+                                                c.vp = vp;
+                                                c.schedule = schedule;
+                                                c.cp = cp;
+                                                c.dp = dp;
+                                                c.sp = sp;
+                                                c.sharding = sh;
+                                                c.offload = off;
+                                                c.recompute = rc;
+                                                c.micro_batch = mb;
+                                                out.push_back(c);
                                             }
-                                            p.parallel.tp = tp;
-                                            p.parallel.pp = pp;
-                                            p.parallel.vp = vp;
-                                            p.parallel.pp_schedule = schedule;
-                                            p.parallel.cp = cp;
-                                            p.parallel.dp = dp;
-                                            p.parallel.sequence_parallel = sp;
-                                            p.parallel.sharding = sh;
-                                            p.parallel.offload = off;
-                                            p.parallel.recompute = rc;
-                                            p.training.micro_batch = mb;
-                                            p.name = search_name(p);
-                                            out.push_back(std::move(p));
-                                        }
                                     }
                 }
             }
         }
+    }
+    return out;
+}
+
+// Runs body(i, plan) for every choice, `plan` the choice applied (unnamed) to its count's plan:
+// each worker takes a contiguous share and one plan it copies only when the count changes.
+template <class F>
+void for_each_choice(const std::vector<LayoutChoice>& choices, const std::vector<model::Plan>& nodes,
+                     const SearchSpace& space, unsigned threads, F&& body) {
+    const std::size_t n = choices.size();
+    const std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads, n));
+    parallel_for(parts, static_cast<unsigned>(parts), [&](std::size_t t) {
+        model::Plan p;
+        std::uint32_t have = std::numeric_limits<std::uint32_t>::max();
+        for (std::size_t i = n * t / parts; i < n * (t + 1) / parts; ++i) {
+            const auto& c = choices[i];
+            if (c.count != have) {
+                p = nodes[c.count];
+                have = c.count;
+            }
+            apply_choice(p, nodes[c.count], c, space, false);
+            body(i, p);
+        }
     });
-    std::size_t total = 0;
-    for (const auto& v : per_count) total += v.size();
-    std::vector<model::Plan> all;
-    all.reserve(total);
-    for (auto& v : per_count) std::move(v.begin(), v.end(), std::back_inserter(all));
+}
+
+} // namespace
+
+std::vector<model::Plan> enumerate_layouts(const model::Plan& base, const SearchSpace& space) {
+    std::vector<model::Plan> nodes;
+    const auto choices = enumerate_choices(base, space, nodes);
+    std::vector<model::Plan> all(choices.size());
+    parallel_for(choices.size(), std::max(1u, std::thread::hardware_concurrency()), [&](std::size_t i) {
+        const auto& c = choices[i];
+        all[i] = nodes[c.count];
+        apply_choice(all[i], nodes[c.count], c, space, true);
+    });
     return all;
 }
 
@@ -699,42 +766,49 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     const unsigned threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
     const std::size_t top = std::max<std::size_t>(1, opt.top);
 
-    auto all = enumerate_layouts(base, opt.space);
-    st.enumerated = all.size();
+    std::vector<model::Plan> nodes;
+    const auto choices = enumerate_choices(base, opt.space, nodes);
+    st.enumerated = choices.size();
+    const std::size_t n_choices = choices.size();
 
     // 1. Validity and memory (cheap, exact: a plan that breaks a layout rule or does not fit is
     //    not a candidate at all).
-    std::vector<char> fits(all.size(), 0);
-    parallel_for(all.size(), threads, [&](std::size_t i) {
-        if (!model::check_layout(all[i]).empty()) {
+    std::vector<char> fits(n_choices, 0);
+    for_each_choice(choices, nodes, opt.space, threads, [&](std::size_t i, const model::Plan& p) {
+        if (!model::check_layout(p).empty()) {
             fits[i] = 1;
             return;
         }
-        fits[i] = model::fits_in_memory(all[i], model::peak_memory(all[i]),
-                                        all[i].hardware.hbm_capacity * (1.0 - opt.memory_headroom))
+        fits[i] = model::fits_in_memory(p, model::peak_memory(p), p.hardware.hbm_capacity * (1.0 - opt.memory_headroom))
                       ? 2
                       : 0;
     });
-    auto same_layout_but_recompute = [&](const model::Plan& a, const model::Plan& b) {
-        const auto& x = a.parallel;
-        const auto& y = b.parallel;
-        return a.num_gpus() == b.num_gpus() && x.tp == y.tp && x.pp == y.pp && x.vp == y.vp && x.cp == y.cp &&
-               x.pp_schedule == y.pp_schedule && x.dp == y.dp && x.sequence_parallel == y.sequence_parallel &&
-               x.sharding == y.sharding &&
-               x.offload == y.offload && a.training.micro_batch == b.training.micro_batch;
+    for (std::size_t i = 0; i < n_choices; ++i)
+        if (fits[i] == 2) ++res.fitting_per_count[nodes[choices[i].count].num_gpus()];
+    auto same_layout_but_recompute = [&](std::size_t a, std::size_t b) {
+        const auto& x = choices[a];
+        const auto& y = choices[b];
+        return x.count == y.count && x.tp == y.tp && x.pp == y.pp && x.vp == y.vp && x.cp == y.cp &&
+               x.schedule == y.schedule && x.dp == y.dp && x.sp == y.sp && x.sharding == y.sharding &&
+               x.offload == y.offload && x.micro_batch == y.micro_batch;
     };
     // Full recompute that fits is taken as block recompute of the fewest layers per chunk that
     // still fit (recompute_layers): fewer recomputed layers only remove kernels. Not needed where
     // the same layout fits without recompute, which beats any recompute (rule 2).
-    parallel_for(all.size(), threads, [&](std::size_t i) {
-        auto& p = all[i];
+    // Per choice: its recompute_layers (-1: its count's plan's).
+    std::vector<int> rc_layers(n_choices, -1);
+    for_each_choice(choices, nodes, opt.space, threads, [&](std::size_t i, const model::Plan& p) {
         if (fits[i] != 2 || p.parallel.recompute != model::Recompute::full || p.parallel.recompute_layers != 0) return;
-        for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(p, all[j]);)
-            if (all[j].parallel.recompute == model::Recompute::none && fits[j] == 2) return;
-        p.parallel.recompute_layers =
-            model::fewest_recompute_layers(p, p.hardware.hbm_capacity * (1.0 - opt.memory_headroom));
-        if (p.parallel.recompute_layers > 0) p.name = search_name(p);
+        for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(i, j);)
+            if (choices[j].recompute == model::Recompute::none && fits[j] == 2) return;
+        rc_layers[i] = model::fewest_recompute_layers(p, p.hardware.hbm_capacity * (1.0 - opt.memory_headroom));
     });
+    // The plan of a choice as the enumeration names it, with its recompute layers.
+    auto materialize = [&](std::size_t i, model::Plan& p) {
+        const auto& c = choices[i];
+        p = nodes[c.count];
+        apply_choice(p, nodes[c.count], c, opt.space, true, rc_layers[i]);
+    };
     std::vector<std::size_t> cand;
     // 2. Dominated recompute policies. Rule: among variants of one layout that differ only in the
     //    recompute policy and all fit, a policy is dropped when a fitting lighter one adds a subset
@@ -748,12 +822,15 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     //    lighter policy's, with the same GPUs, price and run settings: days and cost, steady or
     //    expected, are >= too, and it cannot pass a deadline or budget the lighter one fails.
     //    Enumeration puts recompute innermost, so the variants of one layout are adjacent.
-    auto lighter_subset = [](const model::Plan& light, const model::Plan& heavy) {
-        const auto l = light.parallel.recompute, h = heavy.parallel.recompute;
+    model::Plan heavy;
+    auto lighter_subset = [&](std::size_t light, std::size_t i) {
+        const auto l = choices[light].recompute, h = choices[i].recompute;
         if (l == model::Recompute::none) return h != model::Recompute::none;
-        return l == model::Recompute::selective && h == model::Recompute::full && !model::block_recompute(heavy);
+        if (l != model::Recompute::selective || h != model::Recompute::full) return false;
+        materialize(i, heavy);
+        return !model::block_recompute(heavy);
     };
-    for (std::size_t i = 0; i < all.size(); ++i) {
+    for (std::size_t i = 0; i < n_choices; ++i) {
         if (fits[i] == 1) {
             ++st.invalid;
             continue;
@@ -765,9 +842,9 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
         bool dominated = false;
         // With CPU offload the host's part of the step is not a sum of GPU kernels (parameter
         // fetches hide behind recompute): no dominance argument, every policy is simulated.
-        if (opt.prune && all[i].parallel.offload == model::Offload::none) {
-            for (std::size_t j = i; j-- > 0 && same_layout_but_recompute(all[i], all[j]);)
-                if (fits[j] == 2 && lighter_subset(all[j], all[i])) dominated = true;
+        if (opt.prune && choices[i].offload == model::Offload::none) {
+            for (std::size_t j = i; !dominated && j-- > 0 && same_layout_but_recompute(i, j);)
+                if (fits[j] == 2 && lighter_subset(j, i)) dominated = true;
         }
         if (dominated) ++st.pruned_dominated;
         else cand.push_back(i);
@@ -787,12 +864,21 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     // First the GEMM-FLOP bound (O(1) per plan): a plan that misses the deadline or the budget even
     //    at that bound is dropped before any graph is built for it. It drops whole GPU counts that
     //    are too small for a deadline (and too large for a budget: cost counts every GPU).
+    // A candidate's plan, made when it is needed (a copy of its count's plan, which is most of a
+    // plan's bytes: a search keeps none of the thousands it bounds and prunes).
+    auto plan_of = [&](std::size_t c) {
+        model::Plan p;
+        materialize(cand[c], p);
+        return p;
+    };
     if (opt.prune && (opt.deadline_days || opt.budget)) {
         std::vector<std::size_t> kept;
         kept.reserve(cand.size());
-        for (std::size_t i : cand) {
-            if (passes_filters(metrics_lower_bound(all[i], gemm_flops_lower_bound_s(all[i]), opt), opt))
-                kept.push_back(i);
+        model::Plan p;
+        for (std::size_t c = 0; c < cand.size(); ++c) {
+            materialize(cand[c], p);
+            if (passes_filters(metrics_lower_bound(p, gemm_flops_lower_bound_s(p), opt), opt))
+                kept.push_back(cand[c]);
             else
                 ++st.pruned_bound;
         }
@@ -801,15 +887,16 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     std::map<std::pair<int, int>, std::unique_ptr<AnalyticNetwork>> networks;
     auto cluster_key = [](const model::Plan& p) { return std::pair{p.cluster.nodes, p.cluster.gpus_per_node}; };
     for (std::size_t i : cand) {
-        auto& n = networks[cluster_key(all[i])];
-        if (!n) n = std::make_unique<AnalyticNetwork>(plan_network(all[i]));
+        const auto& node = nodes[choices[i].count];
+        auto& n = networks[cluster_key(node)];
+        if (!n) n = std::make_unique<AnalyticNetwork>(plan_network(node));
     }
     auto network_of = [&](const model::Plan& p) -> const AnalyticNetwork& { return *networks.at(cluster_key(p)); };
 
     std::vector<double> lb(cand.size(), 0.0);
     if (opt.prune)
         parallel_for(cand.size(), threads, [&](std::size_t c) {
-            const auto& p = all[cand[c]];
+            const auto p = plan_of(c);
             lb[c] = step_time_lower_bound_s(p, network_of(p));
         });
     std::vector<std::size_t> order(cand.size());
@@ -851,7 +938,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     auto has_threshold = [&] { return accepted_keys.size() >= top || opt.deadline_days || opt.budget; };
     parallel_for(order.size(), threads, [&](std::size_t k) {
         const std::size_t c = order[k];
-        const model::Plan& p = all[cand[c]];
+        const model::Plan p = plan_of(c);
         bool check_path = false;
         if (opt.prune) {
             const Metrics m = metrics_lower_bound(p, lb[c], opt);
@@ -926,8 +1013,8 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
             CountBest cb;
             cb.gpus = g;
             for (const auto& [key, c] : ranked)
-                if (all[cand[c]].num_gpus() == g) {
-                    cb.best = RankedPlan{all[cand[c]], *est[c]};
+                if (nodes[choices[cand[c]].count].num_gpus() == g) {
+                    cb.best = RankedPlan{plan_of(c), *est[c]};
                     break;
                 }
             res.frontier.push_back(std::move(cb));
@@ -944,7 +1031,7 @@ SearchResult search_plans(const model::Plan& base, const SearchOptions& opt) {
     }
     for (std::size_t r = 0; r < ranked.size() && r < top; ++r) {
         const std::size_t c = ranked[r].second;
-        res.plans.push_back({all[cand[c]], std::move(*est[c])});
+        res.plans.push_back({plan_of(c), std::move(*est[c])});
     }
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <map>
 #include <vector>
 
 namespace trainsim::sim {
@@ -117,6 +118,8 @@ struct SearchResult {
     // best plan is exact (the pruning keeps each count's best as well as the top list).
     std::vector<CountBest> frontier;
     SearchStats stats;
+    // GPU count -> how many of its layouts are valid and fit in memory (with the headroom).
+    std::map<int, std::size_t> fitting_per_count;
 };
 
 // Every layout of the space for `base` (model, training, precision, cluster shape, pricing kept),
