@@ -651,7 +651,7 @@ std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::Plan& small
     // (a search bounds thousands of layouts over a few dozen of them).
     using Schedules = std::vector<std::vector<model::ScheduleItem>>;
     thread_local std::map<std::tuple<model::PpSchedule, int, int, int>, Schedules> cache;
-    if (cache.size() > 64) cache.clear();
+    if (cache.size() > 256) cache.clear();
     auto [cached, fresh] = cache.try_emplace({sched, pp, vp, m});
     if (fresh)
         for (int s = 0; s < pp; ++s) cached->second.push_back(model::pipeline_schedule(sched, s, pp, vp, m));
