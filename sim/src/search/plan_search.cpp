@@ -646,6 +646,26 @@ std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::Plan& small
         const auto& v = sums[slot(stage, pass, chunk)];
         return std::min({v[0], v[1], v[2]});
     };
+    const PipelinePass grad_pass = sched == model::PpSchedule::zb_h1 ? PipelinePass::input_grad : PipelinePass::backward;
+    // A long accumulation (m > 4 pp): walking every pass would cost more than it finds, as the
+    // bubble is (pp - 1) / m of a 1F1B step; a floor of the chain in O(pp vp) instead, each term a
+    // path through it. Stage s starts with micro-batch 0's forward of its first chunk, after every
+    // earlier stage's (the virtual stages before it); runs all its passes of every micro-batch one
+    // after another; and (1F1B, interleaved) ends with the last micro-batch's backward of its first
+    // chunk, which every earlier stage's first chunk then takes back (ZB-H1 ends with W passes:
+    // no tail).
+    if (m > 4 * pp) {
+        std::int64_t best = 0, head = 0, tail = 0;
+        for (int s = 0; s < pp; ++s) {
+            std::int64_t work = 0;
+            for (int pass = 0; pass < kPasses; ++pass)
+                for (int c = 0; c < vp; ++c) work += length(s, static_cast<PipelinePass>(pass), c);
+            best = std::max(best, head + work * m + tail);
+            head += length(s, PipelinePass::forward, 0);
+            if (grad_pass == PipelinePass::backward) tail += length(s, PipelinePass::backward, 0);
+        }
+        return best;
+    }
     // Each stage's items in its schedule order; an item's end once placed, by (stage, pass, chunk, mb).
     // The schedules, shared by the candidates of one (schedule, pp, vp, micro-batches) on a thread
     // (a search bounds thousands of layouts over a few dozen of them).
@@ -684,7 +704,6 @@ std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::Plan& small
                 lengths[slot(st, static_cast<PipelinePass>(pass), c)] = length(st, static_cast<PipelinePass>(pass), c);
     std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
     std::vector<std::int64_t> clock(static_cast<std::size_t>(pp), 0);
-    const PipelinePass grad_pass = sched == model::PpSchedule::zb_h1 ? PipelinePass::input_grad : PipelinePass::backward;
     for (bool moved = true; moved;) {
         moved = false;
         for (int s = 0; s < pp; ++s) {
