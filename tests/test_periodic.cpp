@@ -229,23 +229,30 @@ TEST_CASE("a depth-first graph has the schedule's ops: the same protos, streams 
 TEST_CASE("the pipeline's chain of passes never exceeds the step's critical path nor its simulation, and sees "
           "the bubble the stream sums cannot",
           "[periodic][search-exact]") {
-    auto base = base_plan();
-    const auto layouts = sim::enumerate_layouts(base, wide_space());
+    // A global batch of 256 sequences (long accumulations: the chain's closed-form floor past
+    // 4 pp micro-batches) and of 16 (the walk over every pass).
+    std::vector<model::Plan> layouts;
+    for (int batch : {256, 16}) {
+        auto base = base_plan();
+        base.training.global_batch = batch;
+        for (auto& p : sim::enumerate_layouts(base, wide_space())) layouts.push_back(std::move(p));
+    }
     std::map<std::string, int> taken;
-    int applied = 0, tighter = 0;
+    int applied = 0, tighter = 0, walked = 0;
     for (double slowdown : {0.0, 0.19}) {
         for (auto p : layouts) {
             if (!model::check_layout(p).empty() || p.parallel.pp < 2) continue;
             p.hardware.comm_compute_slowdown = slowdown;
             const auto schedule = model::effective_schedule(p.parallel.pp_schedule, p.parallel.vp);
-            const auto key = fmt::format("{} {} {} {} {} {} {}", slowdown, model::to_string(schedule), p.parallel.vp,
+            const auto key = fmt::format("{} {} {} {} {} {} {} {}", slowdown, model::to_string(schedule), p.parallel.vp,
                                          model::to_string(p.parallel.sharding), model::to_string(p.parallel.recompute),
-                                         p.parallel.cp, p.training.micro_batch);
+                                         p.parallel.cp, p.training.micro_batch, p.training.global_batch);
             if (++taken[key] > 1) continue;
             const double chain = sim::pipeline_lower_bound_s(p);
             if (chain <= 0) continue;
             ++applied;
-            INFO(p.name << " slowdown " << slowdown);
+            if (p.grad_accum() <= 4 * p.parallel.pp) ++walked;
+            INFO(p.name << " slowdown " << slowdown << " micro-batches " << p.grad_accum());
             const auto network = sim::plan_network(p);
             const auto graph = model::build_workload(p);
             const double path = sim::critical_path_lower_bound_s(p, graph, network);
@@ -260,5 +267,7 @@ TEST_CASE("the pipeline's chain of passes never exceeds the step's critical path
         }
     }
     CHECK(applied >= 30);
+    CHECK(walked >= 10);
+    CHECK(applied - walked >= 10);
     CHECK(tighter > 0);
 }
