@@ -199,9 +199,10 @@ inline constexpr double kComputeOptimalTokensPerParam = 20.0;
 model::Plan plan_base(const PlanArgs& a);
 nlohmann::json frontier_json(const std::vector<CountBest>& frontier);
 
-// `miss`: why counts without a plan have none (explain_constraint_miss), when it was asked.
+// `miss`: why counts without a plan have none (explain_constraint_miss), when it was asked. `tr`:
+// the table's language (--lang).
 void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, const std::string& currency,
-                         const std::optional<ConstraintMiss>& miss);
+                         const std::optional<ConstraintMiss>& miss, const Translator& tr);
 
 int run_plan_search(const PlanArgs& a);
 // plan --max-tokens (max_tokens_command.cpp), on the base plan and the options run_plan_search

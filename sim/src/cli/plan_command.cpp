@@ -137,64 +137,74 @@ nlohmann::json schedules_json(const std::vector<ScheduleOption>& options) {
 }
 
 void print_schedules_text(const std::vector<ScheduleOption>& options, const std::string& reason,
-                          const std::string& offered_by) {
-    std::cout << fmt::format("\nthe best layout under each pipeline schedule (offered by {}; docs/plan-search.md "
-                             "\"Pipeline schedules\"):\n",
-                             offered_by);
-    std::cout << fmt::format("  {:<11} {:>3} {:>8} {:>10} {:>9} {:>8}\n", "schedule", "vp", "offered", "step s",
-                             "bubble s", "mem GiB");
+                          const std::string& offered_by, const Translator& tr) {
+    auto trf = [&](std::string_view f, auto&&... args) {
+        return fmt::format(fmt::runtime(tr(f)), std::forward<decltype(args)>(args)...);
+    };
+    std::cout << trf("\nthe best layout under each pipeline schedule (offered by {}; docs/plan-search.md "
+                     "\"Pipeline schedules\"):\n",
+                     offered_by);
+    std::cout << fmt::format("  {:<11} {:>3} {:>8} {:>10} {:>9} {:>8}\n", tr("schedule"), "vp", tr("offered"),
+                             tr("step s"), tr("bubble s"), tr("mem GiB"));
     for (const auto& o : options) {
         const std::string name = model::to_string(o.schedule);
-        const char* off = o.offered ? "yes" : "no";
+        const std::string_view off = tr(o.offered ? "yes" : "no");
         if (!o.not_applicable.empty()) {
-            std::cout << fmt::format("  {:<11} {:>3} {:>8}  not applicable: {}\n", name, o.vp, off, o.not_applicable);
+            // The reason is a layout check's diagnostic (scenario keys), as in the JSON.
+            std::cout << fmt::format("  {:<11} {:>3} {:>8}  {}\n", name, o.vp, off,
+                                     trf("not applicable: {}", o.not_applicable));
             continue;
         }
         const auto& e = *o.estimate;
         const double mem = model::to_gib(e.memory.total());
         if (!e.step)
-            std::cout << fmt::format("  {:<11} {:>3} {:>8} {:>10} {:>9} {:>8.1f}  does not fit\n", name, o.vp, off, "-",
-                                     "-", mem);
+            std::cout << fmt::format("  {:<11} {:>3} {:>8} {:>10} {:>9} {:>8.1f}  {}\n", name, o.vp, off, "-", "-",
+                                     mem, tr("does not fit"));
         else
             std::cout << fmt::format("  {:<11} {:>3} {:>8} {:>10.3f} {:>9.3f} {:>8.1f}{}\n", name, o.vp, off,
                                      e.step_time_s, e.step->breakdown.bubble.seconds(), mem,
-                                     o.fits ? "" : "  (leaves too little memory free)");
+                                     o.fits ? std::string_view() : tr("  (leaves too little memory free)"));
     }
-    if (!reason.empty()) std::cout << "  chosen: " << reason << "\n";
+    if (!reason.empty()) std::cout << trf("  chosen: {}\n", reason);
 }
 
 // A plan's bill as a table cell: the expected run's (what is paid) or the steady run's.
-std::string bill_cell(const RunEstimate& e, bool expected) {
-    return e.priced ? model::format_money(expected ? e.expected_cost : e.cost, e.currency) : std::string("no price");
+std::string bill_cell(const RunEstimate& e, bool expected, const Translator& tr) {
+    return e.priced ? model::format_money(expected ? e.expected_cost : e.cost, e.currency) : std::string(tr("no price"));
 }
 } // namespace
 
 void print_frontier_text(const std::vector<CountBest>& frontier, bool expected, const std::string& currency,
-                         const std::optional<ConstraintMiss>& miss) {
-    std::cout << "\nbest plan per GPU count ('*': on the days-vs-cost Pareto front, no count is both faster and "
-                 "cheaper):\n";
+                         const std::optional<ConstraintMiss>& miss, const Translator& tr) {
+    std::cout << tr("\nbest plan per GPU count ('*': on the days-vs-cost Pareto front, no count is both faster and "
+                    "cheaper):\n");
     // Both days, and the bill of the expected run (what is paid); the steady run's cost too when
     // the search ranked on it (--days steady).
     (void)currency; // each bill cell carries its currency
-    std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>9} {:>16}{} {:>9} {:>6}\n", "GPUs", "best layout", "days",
-                             "exp.days", "bill", expected ? std::string() : fmt::format(" {:>16}", "steady cost"),
-                             "tok/s/GPU", "MFU");
+    std::cout << fmt::format("  {:>5}  {:<40} {:>8} {:>9} {:>16}{} {:>9} {:>6}\n", tr("GPUs"), tr("best layout"),
+                             tr("days"), tr("exp.days"), tr("bill"),
+                             expected ? std::string() : fmt::format(" {:>16}", tr("steady cost")), "tok/s/GPU", "MFU");
     for (const auto& f : frontier) {
         if (!f.best) {
-            // What excluded the count, where the constraints were explained (else nothing fits).
-            std::string why = "no layout fits in memory";
+            // What excluded the count, where the constraints were explained (else nothing fits):
+            // "deadline", "budget" (the JSON's excluded_by words), in the reader's language.
+            std::string why(tr("no layout fits in memory"));
             if (miss)
                 for (const auto& c : miss->counts)
-                    if (c.gpus == f.gpus && !c.excluded_by.empty())
-                        why = fmt::format("no plan: excluded by the {}", fmt::join(c.excluded_by, " and the "));
+                    if (c.gpus == f.gpus && !c.excluded_by.empty()) {
+                        std::vector<std::string_view> by;
+                        for (const auto& x : c.excluded_by) by.push_back(tr(x));
+                        why = fmt::format(fmt::runtime(tr("no plan: excluded by the {}")),
+                                          fmt::join(by, tr(" and the ")));
+                    }
             std::cout << fmt::format("  {:>5}  {}\n", f.gpus, why);
             continue;
         }
         const auto& e = f.best->estimate;
         std::cout << fmt::format("{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>16}{} {:>9.0f} {:>5.1f}%\n",
                                  f.pareto ? " *" : "  ", f.gpus, layout_label(f.best->plan), e.days_to_train,
-                                 e.expected_days, bill_cell(e, true),
-                                 expected ? std::string() : fmt::format(" {:>16}", bill_cell(e, false)),
+                                 e.expected_days, bill_cell(e, true, tr),
+                                 expected ? std::string() : fmt::format(" {:>16}", bill_cell(e, false, tr)),
                                  e.tokens_per_s_per_gpu, 100 * e.mfu);
     }
 }
@@ -455,7 +465,10 @@ int run_plan_search(const PlanArgs& a) {
     // memory headroom, a simpler schedule (docs/trust.md).
     std::vector<bool> tied(res.plans.size(), false);
     std::size_t recommended = 0;
-    std::string why_recommended;
+    // --lang: the text output's language (lang.hpp); the JSON and CSV never are translated.
+    const Translator tr(parse_lang(a.lang));
+    // Why the recommended plan: English in the JSON (recommended_why), `tr`'s language in the text.
+    std::string why_recommended, why_recommended_text;
     if (!res.plans.empty()) {
         const double best_hi = p90(res.plans.front().estimate);
         for (std::size_t i = 0; i < res.plans.size(); ++i) tied[i] = p10(res.plans[i].estimate) <= best_hi;
@@ -474,18 +487,21 @@ int run_plan_search(const PlanArgs& a) {
         if (recommended != 0) {
             const auto& x = res.plans[recommended];
             const auto& b = res.plans.front();
-            std::vector<std::string> why;
-            if (x.plan.cluster.nodes < b.plan.cluster.nodes) why.push_back("fewer nodes");
             const double hx = headroom(x.estimate), hb = headroom(b.estimate);
-            if (hx > hb + 1) why.push_back(fmt::format("{:.0f} GiB more memory headroom", hx - hb));
-            if (x.plan.parallel.vp < b.plan.parallel.vp || x.plan.parallel.cp < b.plan.parallel.cp ||
-                x.plan.parallel.pp < b.plan.parallel.pp)
-                why.push_back("a simpler schedule");
-            if (tp_cross(b.plan) && !tp_cross(x.plan))
-                why.push_back("no TP across nodes");
-            why_recommended =
-                fmt::format("#{} is tied with #1 within the error bands and more robust: {}", recommended + 1,
-                            why.empty() ? "simpler" : fmt::format("{}", fmt::join(why, ", ")));
+            auto why_in = [&](const Translator& t) {
+                std::vector<std::string> why;
+                if (x.plan.cluster.nodes < b.plan.cluster.nodes) why.emplace_back(t("fewer nodes"));
+                if (hx > hb + 1) why.push_back(fmt::format(fmt::runtime(t("{:.0f} GiB more memory headroom")), hx - hb));
+                if (x.plan.parallel.vp < b.plan.parallel.vp || x.plan.parallel.cp < b.plan.parallel.cp ||
+                    x.plan.parallel.pp < b.plan.parallel.pp)
+                    why.emplace_back(t("a simpler schedule"));
+                if (tp_cross(b.plan) && !tp_cross(x.plan)) why.emplace_back(t("no TP across nodes"));
+                return fmt::format(fmt::runtime(t("#{} is tied with #1 within the error bands and more robust: {}")),
+                                   recommended + 1,
+                                   why.empty() ? std::string(t("simpler")) : fmt::format("{}", fmt::join(why, t(", "))));
+            };
+            why_recommended = why_in(Translator());
+            why_recommended_text = tr.english() ? why_recommended : why_in(tr);
         }
     }
 
@@ -495,7 +511,8 @@ int run_plan_search(const PlanArgs& a) {
     if (!a.csv && !res.plans.empty() && res.plans.front().plan.parallel.pp > 1) {
         const auto& best = res.plans.front();
         schedules = compare_schedules(best.plan, o.space.pp_schedules, o.memory_headroom, best.estimate, o.threads);
-        schedule_why = schedule_reason(best.plan, schedules, offered_by);
+        // English in the JSON (schedule_reason); the text's language below.
+        schedule_why = schedule_reason(best.plan, schedules, offered_by, a.json ? Translator() : tr);
     }
     if (a.json || a.csv) {
         nlohmann::json arr = nlohmann::json::array();
@@ -591,8 +608,7 @@ int run_plan_search(const PlanArgs& a) {
     }
 
     const auto& s = res.stats;
-    // --lang: the text below in the user's language (lang.hpp); the JSON and CSV above never are.
-    const Translator tr(parse_lang(a.lang));
+    // The text below in `tr`'s language; the JSON and CSV above never are translated.
     auto trf = [&](std::string_view f, auto&&... args) {
         return fmt::format(fmt::runtime(tr(f)), std::forward<decltype(args)>(args)...);
     };
@@ -620,48 +636,47 @@ int run_plan_search(const PlanArgs& a) {
             const auto& e = r.estimate;
             std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8.1f} {:>16} {:>9.0f} {:>5.1f}% {:>6.1f} {:>6.0f}\n",
                                      i + 1, r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
-                                     bill_cell(e, false), e.tokens_per_s_per_gpu,
+                                     bill_cell(e, false, tr), e.tokens_per_s_per_gpu,
                                      100 * e.mfu, model::to_gib(e.memory.total()), model::to_gib(e.host_needed));
         }
     };
     auto offload_header = [&]() {
-        std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8} {:>16} {:>9} {:>6} {:>6} {:>6}\n", "#", "GPUs", "layout",
-                                 "days", "cost", "tok/s/GPU", "MFU", "HBM", "host");
+        std::cout << fmt::format("{:>3}  {:>5}  {:<56} {:>8} {:>16} {:>9} {:>6} {:>6} {:>6}\n", "#", tr("GPUs"),
+                                 tr("layout"), tr("days"), tr("cost"), "tok/s/GPU", "MFU", "HBM", tr("host"));
     };
     if (res.plans.empty()) {
         if (offload_res) {
-            std::cout << fmt::format(
-                "no GPU-only layout fits on {} GPU(s); with CPU offload (parallel.offload; memory "
-                "in GiB per GPU and per node):\n",
-                fmt::join(no_fit_counts, ","));
+            std::cout << trf("no GPU-only layout fits on {} GPU(s); with CPU offload (parallel.offload; memory "
+                             "in GiB per GPU and per node):\n",
+                             fmt::join(no_fit_counts, ","));
             offload_header();
             offload_table();
             const auto& best = offload_res->plans.front();
             std::cout << tr("\nbest plan:\n") << format_plan(best.plan, best.estimate, tr);
             if (gpu_only_alternative) {
                 const auto& g = *gpu_only_alternative;
-                std::cout << fmt::format(
+                std::cout << trf(
                     "\nwithout offload: {} GPUs is the fewest at which a GPU-only layout fits; its best, {}, trains in "
                     "{:.1f} days, {:.1f}x faster than the best offload plan ({:.1f} days){}\n",
                     g.plan.num_gpus(), layout_label(g.plan), g.estimate.days_to_train,
                     best.estimate.days_to_train / g.estimate.days_to_train, best.estimate.days_to_train,
                     g.estimate.priced && best.estimate.priced
-                        ? fmt::format(", for {} instead of {}", model::format_money(g.estimate.cost, g.estimate.currency),
+                        ? trf(", for {} instead of {}", model::format_money(g.estimate.cost, g.estimate.currency),
                                       model::format_money(best.estimate.cost, best.estimate.currency))
                         : std::string());
             } else if (base.cluster.nics_per_node < 1) {
-                std::cout << fmt::format("\nwithout offload: this cluster has no NICs: one node of {} GPUs is the most "
-                                         "it can use, and no GPU-only layout of it fits (cluster.nics_per_node)\n",
-                                         base.cluster.gpus_per_node);
+                std::cout << trf("\nwithout offload: this cluster has no NICs: one node of {} GPUs is the most "
+                                 "it can use, and no GPU-only layout of it fits (cluster.nics_per_node)\n",
+                                 base.cluster.gpus_per_node);
             }
             return kExitOk;
         }
         if (miss) {
-            std::cout << format_constraint_miss(*miss, o, base.pricing.currency);
+            std::cout << format_constraint_miss(*miss, o, base.pricing.currency, tr);
             return kExitNoPlanMeetsConstraints;
         }
-        std::cout << "no plan fits in memory\n";
-        if (advice) std::cout << "\n" << format_fit_advice(*advice);
+        std::cout << tr("no plan fits in memory\n");
+        if (advice) std::cout << "\n" << format_fit_advice(*advice, tr);
         return kExitDoesNotFit;
     }
     // Every row: steady and expected days and the bill of the expected run (whole billing units:
@@ -676,20 +691,20 @@ int run_plan_search(const PlanArgs& a) {
         const auto& e = r.estimate;
         std::cout << fmt::format("{:>3}{} {:>5}  {:<40} {:>8.1f} {:>9.1f} {:>16}{} {:>9.0f} {:>5.1f}% {:>8.1f}\n",
                                  i + 1, tied[i] ? "=" : " ", r.plan.num_gpus(), layout_label(r.plan), e.days_to_train,
-                                 e.expected_days, bill_cell(e, true),
-                                 expected ? std::string() : fmt::format(" {:>16}", bill_cell(e, false)),
+                                 e.expected_days, bill_cell(e, true, tr),
+                                 expected ? std::string() : fmt::format(" {:>16}", bill_cell(e, false, tr)),
                                  e.tokens_per_s_per_gpu, 100 * e.mfu, model::to_gib(e.memory.total()));
     }
     std::cout << tr("\n'=': tied with #1 (their 80% error bands overlap, docs/trust.md)\n");
     if (folded_count > 0) {
-        std::cout << fmt::format("{} equivalent plan(s) folded into their simplest twin (same layout but for the sharding, "
-                                 "same step time, memory and cost):\n",
-                                 folded_count);
+        std::cout << trf("{} equivalent plan(s) folded into their simplest twin (same layout but for the sharding, "
+                         "same step time, memory and cost):\n",
+                         folded_count);
         for (std::size_t i = 0; i < folded.size(); ++i)
             if (!folded[i].empty())
-                std::cout << fmt::format("  #{} stands for {}\n", i + 1, fmt::join(folded[i], "; "));
+                std::cout << trf("  #{} stands for {}\n", i + 1, fmt::join(folded[i], "; "));
     }
-    if (!why_recommended.empty()) std::cout << tr("recommended: ") << why_recommended << "\n";
+    if (!why_recommended_text.empty()) std::cout << tr("recommended: ") << why_recommended_text << "\n";
     std::cout << tr("\nbest plan:\n") << format_plan(res.plans.front().plan, res.plans.front().estimate, tr);
     const auto& rt = res.plans.front().estimate.run;
     std::cout << trf(
@@ -699,12 +714,12 @@ int run_plan_search(const PlanArgs& a) {
         res.plans.front().estimate.expected_days, rt.overhead_factor, rt.stretch, rt.checkpoint_bytes / 1e9,
         rt.checkpoint_write_s, rt.checkpoint_interval_s / 3600, rt.cluster_mtbf_s / 3600, rt.expected_failures,
         rt.expected_planned, rt.restart_s / 60);
-    if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1]);
-    if (!schedules.empty()) print_schedules_text(schedules, schedule_why, offered_by);
-    if (!res.frontier.empty()) print_frontier_text(res.frontier, expected, cur, miss);
+    if (res.plans.size() > 1) std::cout << "\n" << explain_winner(res.plans[0], res.plans[1], tr);
+    if (!schedules.empty()) print_schedules_text(schedules, schedule_why, offered_by, tr);
+    if (!res.frontier.empty()) print_frontier_text(res.frontier, expected, cur, miss, tr);
     if (offload_res) {
-        std::cout << fmt::format("\nno GPU-only layout fits on {} GPU(s); with CPU offload there:\n",
-                                 fmt::join(no_fit_counts, ","));
+        std::cout << trf("\nno GPU-only layout fits on {} GPU(s); with CPU offload there:\n",
+                         fmt::join(no_fit_counts, ","));
         offload_header();
         offload_table();
     }

@@ -205,8 +205,9 @@ std::string plans_table(const json& plans, const std::vector<PlanResult>& result
         s += fmt::format("<tr><th>{}</th>", tr("note"));
         for (std::size_t i = 0; i < plans.size(); ++i) {
             if (plans[i].contains("reason"))
+                // The JSON's reason (data-key), in the page's language.
                 s += fmt::format("<td class=\"nofit\" data-plan=\"{}\" data-key=\"reason\">{}</td>", i,
-                                 esc(plans[i]["reason"].get<std::string>()));
+                                 esc(no_fit_reason(*results[i].plan, results[i].estimate, tr)));
             else
                 s += "<td></td>";
         }
@@ -316,7 +317,7 @@ std::string days_chart(const std::vector<PlanResult>& results, const Translator&
                         {{std::string(tr("steady state (tokens / throughput)")), color(0)}}, rows,
                         std::string(tr("days")),
                         LegendItem{std::string(tr("expected: with checkpoints, failures and restarts")), "#222", true},
-                        band_legend(tr));
+                        band_legend(tr), tr);
 }
 
 std::string cost_chart(const std::vector<PlanResult>& results, const Translator& tr) {
@@ -340,7 +341,7 @@ std::string cost_chart(const std::vector<PlanResult>& results, const Translator&
         unit = tr("cost (mixed currencies: compare per plan)");
     return stacked_bars("chart-cost", std::string(tr("Cost of the training run")),
                         {{std::string(tr("as billed: whole billing units")), color(4)}}, rows, unit, std::nullopt,
-                        band_legend(tr));
+                        band_legend(tr), tr);
 }
 
 // Days against cost, one point per plan that fits: the plans on the Pareto front (no other plan
@@ -482,7 +483,12 @@ std::string scaling_section(const std::vector<PlanResult>& results, const std::v
             else if (it->fits)
                 s += fmt::format("<td>{}</td>", grouped(it->tokens_per_s_per_gpu, 0));
             else
-                s += fmt::format("<td class=\"nofit\" title=\"{}\">{}</td>", esc(it->reason),
+                // Why: memory in the page's language; a count the layout cannot take, the layout
+                // check's diagnostic (scenario keys), as in the JSON.
+                s += fmt::format("<td class=\"nofit\" title=\"{}\">{}</td>",
+                                 esc(it->valid ? trf(tr, "needs {:.1f} GiB per GPU, the GPU has {:.1f} GiB",
+                                                     it->memory_per_gpu_gib, it->capacity_gib)
+                                               : it->reason),
                                  it->valid ? tr("no fit") : tr("invalid"));
         }
         s += "</tr>\n";

@@ -104,9 +104,12 @@ std::string timeline(std::size_t index, const PlanResult& r, double t_max, const
                     st.key, p.microbatch, p.chunk, x0, y, w, kRow, st.color,
                     p.chunk % 2 == 1 ? " fill-opacity=\"0.55\"" : "");
                 if (!coalesce)
-                    body += fmt::format("<title>stage {} {} micro-batch {}{}: {:.4g} to {:.4g} {}</title>", s, st.key,
-                                        p.microbatch, q.vp > 1 ? fmt::format(" chunk {}", p.chunk) : "",
-                                        p.start.seconds() * u.scale, p.end.seconds() * u.scale, u.name);
+                    body += fmt::format(
+                        "<title>{}</title>",
+                        fmt::format(fmt::runtime(tr("stage {} {} micro-batch {}{}: {:.4g} to {:.4g} {}")), s, st.key,
+                                    p.microbatch,
+                                    q.vp > 1 ? fmt::format(fmt::runtime(tr(" chunk {}")), p.chunk) : std::string(),
+                                    p.start.seconds() * u.scale, p.end.seconds() * u.scale, u.name));
                 body += "</rect>";
                 if (w >= kLabelWidth)
                     body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#fff\" "

@@ -301,13 +301,7 @@ json plan_json_priced(const model::Plan& plan, const RunEstimate& e) {
               "mfu_vs_bf16_peak", "days_to_train", "expected_days", "gpu_hours", "cost", "expected_cost",
               "cost_per_million_tokens", "cost_prorated", "billed_units", "unused_fraction"})
             j[k] = nullptr;
-        j["reason"] = e.memory.total() > e.capacity || plan.parallel.offload == model::Offload::none
-                          ? fmt::format("needs {:.1f} GiB per GPU on pipeline stage {}, the GPU has {:.1f} GiB",
-                                        to_gib(e.memory.total()), e.memory.stage, to_gib(e.capacity))
-                          : fmt::format(
-                                "its offloaded state needs {:.1f} GiB of host memory per node, the node has "
-                                "{:.1f} GiB",
-                                to_gib(e.host_needed), to_gib(e.host_capacity));
+        j["reason"] = no_fit_reason(plan, e);
         return j;
     }
     j["step_time_s"] = e.step_time_s;
@@ -442,6 +436,14 @@ json plan_json(const model::Plan& plan, const RunEstimate& e) {
         j["expected_days_not_estimated"] = expected_invalid_reason(e);
     }
     return j;
+}
+
+std::string no_fit_reason(const model::Plan& plan, const RunEstimate& e, const Translator& tr) {
+    return e.memory.total() > e.capacity || plan.parallel.offload == model::Offload::none
+               ? trf(tr, "needs {:.1f} GiB per GPU on pipeline stage {}, the GPU has {:.1f} GiB",
+                     to_gib(e.memory.total()), e.memory.stage, to_gib(e.capacity))
+               : trf(tr, "its offloaded state needs {:.1f} GiB of host memory per node, the node has {:.1f} GiB",
+                     to_gib(e.host_needed), to_gib(e.host_capacity));
 }
 
 json results_json(const std::vector<PlanResult>& results) {

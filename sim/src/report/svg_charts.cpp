@@ -126,7 +126,8 @@ double legend(std::string& s, const std::vector<LegendItem>& items, double y0) {
 
 std::string stacked_bars(const std::string& id, const std::string& title, const std::vector<LegendItem>& segments,
                          const std::vector<BarRow>& rows, const std::string& unit,
-                         const std::optional<LegendItem>& marker, const std::optional<LegendItem>& band) {
+                         const std::optional<LegendItem>& marker, const std::optional<LegendItem>& band,
+                         const Translator& tr) {
     constexpr double pad_l = 12, pad_r = 150, row_h = 46;
     const double pw = kWidth - pad_l - pad_r;
     std::string body;
@@ -183,11 +184,13 @@ std::string stacked_bars(const std::string& id, const std::string& title, const 
         if (r.range) {
             const double x1 = xpos(r.range->first), x2 = xpos(r.range->second), ym = by + 10;
             body += fmt::format(
-                "<g class=\"band\" stroke=\"#222\" stroke-width=\"1.5\"><title>80% band: {:.4g} to {:.4g} {}</title>"
+                "<g class=\"band\" stroke=\"#222\" stroke-width=\"1.5\"><title>{}</title>"
                 "<line x1=\"{:.2f}\" y1=\"{:.1f}\" x2=\"{:.2f}\" y2=\"{:.1f}\"/>"
                 "<line x1=\"{:.2f}\" y1=\"{:.1f}\" x2=\"{:.2f}\" y2=\"{:.1f}\"/>"
                 "<line x1=\"{:.2f}\" y1=\"{:.1f}\" x2=\"{:.2f}\" y2=\"{:.1f}\"/></g>",
-                r.range->first, r.range->second, esc(unit), x1, ym, x2, ym, x1, ym - 5, x1, ym + 5, x2, ym - 5, x2,
+                esc(fmt::format(fmt::runtime(tr("80% band: {:.4g} to {:.4g} {}")), r.range->first, r.range->second,
+                                unit)),
+                x1, ym, x2, ym, x1, ym - 5, x1, ym + 5, x2, ym - 5, x2,
                 ym + 5);
             text_x = std::max(text_x, x2 + 6);
         }

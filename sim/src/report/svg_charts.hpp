@@ -62,9 +62,11 @@ struct Tick {
 // Legend items in rows that wrap at the chart width; returns the height used.
 double legend(std::string& s, const std::vector<LegendItem>& items, double y0);
 // `band`: the legend item of the rows' error bars (BarRow::range), shown when a row has one.
+// `tr`: the language of the bars' tooltips ("80% band: ... to ...").
 [[nodiscard]] std::string stacked_bars(const std::string& id, const std::string& title, const std::vector<LegendItem>& segments,
                          const std::vector<BarRow>& rows, const std::string& unit,
-                         const std::optional<LegendItem>& marker, const std::optional<LegendItem>& band = std::nullopt);
+                         const std::optional<LegendItem>& marker, const std::optional<LegendItem>& band = std::nullopt,
+                         const Translator& tr = Translator());
 [[nodiscard]] std::string line_chart(const std::string& id, const std::string& title, const std::string& y_title, bool log_y,
                        const std::vector<int>& x_ticks, const std::vector<LineSeries>& series,
                        const Translator& tr = Translator());

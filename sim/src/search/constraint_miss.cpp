@@ -58,8 +58,8 @@ bool has_fitting_layout(const model::Plan& base, const SearchOptions& o, int gpu
     });
 }
 
-std::string plan_words(const RankedPlan& r) {
-    return fmt::format("{} GPUs {}", r.plan.num_gpus(), layout_label(r.plan));
+std::string plan_words(const RankedPlan& r, const Translator& tr) {
+    return fmt::format(fmt::runtime(tr("{} GPUs {}")), r.plan.num_gpus(), layout_label(r.plan));
 }
 
 } // namespace
@@ -149,21 +149,24 @@ ConstraintMiss explain_constraint_miss(const model::Plan& base, const SearchOpti
     return m;
 }
 
-std::string format_constraint_miss(const ConstraintMiss& m, const SearchOptions& opt, const std::string& currency) {
-    const char* days_word = opt.basis == DaysBasis::expected ? "expected days" : "days (steady state)";
-    const char* bill_word = opt.basis == DaysBasis::expected ? "a bill of" : "a steady-state cost of";
-    std::string s = "no plan meets the constraints (layouts fit in memory; the searched plans' best without them):\n";
+std::string format_constraint_miss(const ConstraintMiss& m, const SearchOptions& opt, const std::string& currency,
+                                   const Translator& tr) {
+    auto trf = [&](std::string_view f, auto&&... args) {
+        return fmt::format(fmt::runtime(tr(f)), std::forward<decltype(args)>(args)...);
+    };
+    const std::string_view days_word = tr(opt.basis == DaysBasis::expected ? "expected days" : "days (steady state)");
+    const std::string_view bill_word = tr(opt.basis == DaysBasis::expected ? "a bill of" : "a steady-state cost of");
+    std::string s(tr("no plan meets the constraints (layouts fit in memory; the searched plans' best without them):\n"));
     if (opt.deadline_days && m.fastest) {
         const double d = days_of(m.fastest->estimate, opt);
         if (d > *opt.deadline_days) {
-            s += fmt::format("  the fastest plan, {}, takes {:.1f} {} (deadline {:g})", plan_words(*m.fastest), d,
-                             days_word, *opt.deadline_days);
+            s += trf("  the fastest plan, {}, takes {:.1f} {} (deadline {:g})", plan_words(*m.fastest, tr), d,
+                     days_word, *opt.deadline_days);
             if (m.deadline_gpus) {
                 const auto& x = *m.deadline_gpus;
-                s += fmt::format(
-                    ": about {} more GPUs ({}) would meet it, extrapolated from the {} -> {} GPU plans "
-                    "(days ~ GPUs^-{:.2f}; not searched: plan --gpus {} checks it)",
-                    x.gpus - m.fastest->plan.num_gpus(), x.gpus, x.from_gpus, x.to_gpus, x.exponent, x.gpus);
+                s += trf(": about {} more GPUs ({}) would meet it, extrapolated from the {} -> {} GPU plans "
+                         "(days ~ GPUs^-{:.2f}; not searched: plan --gpus {} checks it)",
+                         x.gpus - m.fastest->plan.num_gpus(), x.gpus, x.from_gpus, x.to_gpus, x.exponent, x.gpus);
             }
             s += "\n";
         }
@@ -171,31 +174,34 @@ std::string format_constraint_miss(const ConstraintMiss& m, const SearchOptions&
     if (opt.budget && m.cheapest) {
         const double c = cost_of(m.cheapest->estimate, opt);
         if (c > *opt.budget)
-            s += fmt::format("  the cheapest plan, {}, costs {} {} (budget {})\n", plan_words(*m.cheapest), bill_word,
-                             model::format_money(c, currency), model::format_money(*opt.budget, currency));
+            s += trf("  the cheapest plan, {}, costs {} {} (budget {})\n", plan_words(*m.cheapest, tr), bill_word,
+                     model::format_money(c, currency), model::format_money(*opt.budget, currency));
     }
     if (m.cheapest_on_time)
-        s += fmt::format(
-            "  each alone can be met, not both: the cheapest plan within the deadline, {}, costs {} (budget {})",
-            plan_words(*m.cheapest_on_time), model::format_money(cost_of(m.cheapest_on_time->estimate, opt), currency),
-            model::format_money(*opt.budget, currency));
+        s += trf("  each alone can be met, not both: the cheapest plan within the deadline, {}, costs {} (budget {})",
+                 plan_words(*m.cheapest_on_time, tr),
+                 model::format_money(cost_of(m.cheapest_on_time->estimate, opt), currency),
+                 model::format_money(*opt.budget, currency));
     if (m.fastest_in_budget)
-        s += fmt::format("; the fastest within the budget, {}, takes {:.1f} {} (deadline {:g})\n",
-                         plan_words(*m.fastest_in_budget), days_of(m.fastest_in_budget->estimate, opt), days_word,
-                         *opt.deadline_days);
+        s += trf("; the fastest within the budget, {}, takes {:.1f} {} (deadline {:g})\n",
+                 plan_words(*m.fastest_in_budget, tr), days_of(m.fastest_in_budget->estimate, opt), days_word,
+                 *opt.deadline_days);
     else if (m.cheapest_on_time)
         s += "\n";
     if (m.counts.size() > 1) {
-        s += "  per GPU count (fastest / cheapest plan that fits, and what excluded it):\n";
+        s += tr("  per GPU count (fastest / cheapest plan that fits, and what excluded it):\n");
         for (const auto& c : m.counts) {
             if (!c.fastest) {
-                s += fmt::format("  {:>6}  no layout fits in memory\n", c.gpus);
+                s += fmt::format("  {:>6}  {}\n", c.gpus, tr("no layout fits in memory"));
                 continue;
             }
-            s += fmt::format(
-                "  {:>6}  {:>8.1f} days  {:>16}  excluded by: {}\n", c.gpus, days_of(c.fastest->estimate, opt),
-                c.cheapest ? model::format_money(cost_of(c.cheapest->estimate, opt), currency) : "no price",
-                c.excluded_by.empty() ? "-" : fmt::format("{}", fmt::join(c.excluded_by, " and ")));
+            // "deadline", "budget": the JSON's excluded_by words, in the reader's language.
+            std::vector<std::string_view> by;
+            for (const auto& x : c.excluded_by) by.push_back(tr(x));
+            s += trf("  {:>6}  {:>8.1f} days  {:>16}  excluded by: {}\n", c.gpus, days_of(c.fastest->estimate, opt),
+                     c.cheapest ? model::format_money(cost_of(c.cheapest->estimate, opt), currency)
+                                : std::string(tr("no price")),
+                     by.empty() ? std::string("-") : fmt::format("{}", fmt::join(by, tr(" and "))));
         }
     }
     return s;

@@ -212,18 +212,25 @@ nlohmann::json knob_json(const KnobTry& k) {
     return j;
 }
 
-std::string knob_text(const KnobTry& k) {
-    if (!k.problem.empty()) return fmt::format("  {:<62} not a valid layout: {}\n", k.knob, k.problem);
-    std::string s = fmt::format("  {:<62} {:6.1f} of {:.1f} GiB{}", k.knob, k.memory_gib, k.capacity_gib,
-                                k.plan.parallel.offload != model::Offload::none
-                                    ? fmt::format(", host {:.0f} of {:.0f} GiB", k.host_gib, k.host_capacity_gib)
-                                    : std::string());
-    if (!k.fits) return s + "  does not fit\n";
-    s += "  fits";
+template <class... Args> std::string trf(const Translator& tr, std::string_view f, Args&&... args) {
+    return fmt::format(fmt::runtime(tr(f)), std::forward<Args>(args)...);
+}
+
+// The knob ("parallel.recompute: full"), the layout and a layout check's problem are scenario
+// keys, ids and diagnostics: as in the JSON in every language.
+std::string knob_text(const KnobTry& k, const Translator& tr) {
+    if (!k.problem.empty()) return trf(tr, "  {:<62} not a valid layout: {}\n", k.knob, k.problem);
+    std::string s = trf(tr, "  {:<62} {:6.1f} of {:.1f} GiB{}", k.knob, k.memory_gib, k.capacity_gib,
+                        k.plan.parallel.offload != model::Offload::none
+                            ? trf(tr, ", host {:.0f} of {:.0f} GiB", k.host_gib, k.host_capacity_gib)
+                            : std::string());
+    if (!k.fits) return s + std::string(tr("  does not fit\n"));
+    s += tr("  fits");
     if (k.estimate && k.estimate->step)
-        s += fmt::format(
-            ": {:.1f} days, {:.0f} tokens/s/GPU{}", k.estimate->days_to_train, k.estimate->tokens_per_s_per_gpu,
-            k.estimate->priced ? ", " + model::format_money(k.estimate->cost, k.estimate->currency) : std::string());
+        s += trf(tr, ": {:.1f} days, {:.0f} tokens/s/GPU{}", k.estimate->days_to_train,
+                 k.estimate->tokens_per_s_per_gpu,
+                 k.estimate->priced ? std::string(tr(", ")) + model::format_money(k.estimate->cost, k.estimate->currency)
+                                    : std::string());
     return s + fmt::format(" ({})\n", layout_label(k.plan));
 }
 
@@ -244,22 +251,23 @@ nlohmann::json fit_advice_json(const FitAdvice& a) {
             {"no_nics", a.closest.cluster.nics_per_node < 1}};
 }
 
-std::string format_fit_advice(const FitAdvice& a) {
-    std::string s = fmt::format(
-        "closest layout: {} GPUs {} needs {:.1f} GiB per GPU; {:.1f} GiB may be used (the HBM "
-        "less the headroom)\nwhat makes it fit, each knob on that layout:\n",
-        a.closest.num_gpus(), layout_label(a.closest), a.closest_memory_gib, a.capacity_gib);
-    for (const auto& k : a.knobs) s += knob_text(k);
+std::string format_fit_advice(const FitAdvice& a, const Translator& tr) {
+    std::string s = trf(tr,
+                        "closest layout: {} GPUs {} needs {:.1f} GiB per GPU; {:.1f} GiB may be used (the HBM "
+                        "less the headroom)\nwhat makes it fit, each knob on that layout:\n",
+                        a.closest.num_gpus(), layout_label(a.closest), a.closest_memory_gib, a.capacity_gib);
+    for (const auto& k : a.knobs) s += knob_text(k, tr);
     if (!a.already_in_plan.empty())
-        s += fmt::format("  (already in that layout: {})\n", fmt::join(a.already_in_plan, "; "));
+        s += trf(tr, "  (already in that layout: {})\n", fmt::join(a.already_in_plan, "; "));
     if (a.more_gpus)
-        s += "the fewest GPUs at which a GPU-only layout fits:\n" + knob_text(*a.more_gpus);
+        s += std::string(tr("the fewest GPUs at which a GPU-only layout fits:\n")) + knob_text(*a.more_gpus, tr);
     else if (a.closest.cluster.nics_per_node < 1)
-        s += fmt::format("this cluster has no NICs: one node of {} GPUs is the most it can use, and no GPU-only "
-                         "layout of it fits (cluster.nics_per_node)\n",
-                         a.closest.cluster.gpus_per_node);
+        s += trf(tr,
+                 "this cluster has no NICs: one node of {} GPUs is the most it can use, and no GPU-only "
+                 "layout of it fits (cluster.nics_per_node)\n",
+                 a.closest.cluster.gpus_per_node);
     else
-        s += "no GPU-only layout fits up to 64x the GPUs asked for\n";
+        s += tr("no GPU-only layout fits up to 64x the GPUs asked for\n");
     return s;
 }
 

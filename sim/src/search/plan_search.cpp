@@ -1095,7 +1095,7 @@ std::vector<std::vector<std::string>> fold_equivalent_plans(std::vector<RankedPl
     return folded;
 }
 
-std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up) {
+std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up, const Translator& tr) {
     const auto& a = best.estimate;
     const auto& b = runner_up.estimate;
     if (!a.step || !b.step) return {};
@@ -1116,18 +1116,18 @@ std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up) 
                           {"pipeline bubble", (y.bubble - x.bubble).seconds()}};
     std::stable_sort(rows.begin(), rows.end(),
                      [](const Row& r, const Row& s) { return std::abs(r.diff) > std::abs(s.diff); });
-    std::string s = fmt::format("why the best wins: vs the runner-up ({}), {:.1f} vs {:.1f} days, step {:.3f} vs "
-                                "{:.3f} s; per step the runner-up spends",
-                                layout_label(runner_up.plan), a.days_to_train, b.days_to_train, a.step_time_s,
-                                b.step_time_s);
-    int shown = 0;
+    // The categories where the runner-up spends most differently, largest first.
+    std::vector<std::string> diffs;
     for (const auto& r : rows) {
-        if (shown == 3 || std::abs(r.diff) < 1e-4) break;
-        s += fmt::format("{} {:+.3f} s {}", shown == 0 ? "" : ",", r.diff, r.name);
-        ++shown;
+        if (diffs.size() == 3 || std::abs(r.diff) < 1e-4) break;
+        diffs.push_back(fmt::format("{:+.3f} s {}", r.diff, tr(r.name)));
     }
-    if (shown == 0) s += " the same in every category (a tie broken by cost, then by enumeration order)";
-    return s + "\n";
+    return fmt::format(
+        fmt::runtime(tr("why the best wins: vs the runner-up ({}), {:.1f} vs {:.1f} days, step {:.3f} vs {:.3f} s; "
+                        "per step the runner-up spends {}\n")),
+        layout_label(runner_up.plan), a.days_to_train, b.days_to_train, a.step_time_s, b.step_time_s,
+        diffs.empty() ? std::string(tr("the same in every category (a tie broken by cost, then by enumeration order)"))
+                      : fmt::format("{}", fmt::join(diffs, tr(", "))));
 }
 
 std::vector<ScheduleOption> compare_schedules(const model::Plan& plan, const std::vector<model::PpSchedule>& offered,
@@ -1178,7 +1178,10 @@ std::vector<ScheduleOption> compare_schedules(const model::Plan& plan, const std
 }
 
 std::string schedule_reason(const model::Plan& best, const std::vector<ScheduleOption>& options,
-                            const std::string& offered_by) {
+                            const std::string& offered_by, const Translator& tr) {
+    auto trf = [&](std::string_view f, auto&&... args) {
+        return fmt::format(fmt::runtime(tr(f)), std::forward<decltype(args)>(args)...);
+    };
     if (best.parallel.pp < 2) return {};
     const auto chosen = model::effective_schedule(best.parallel.pp_schedule, best.parallel.vp);
     const ScheduleOption* mine = nullptr;
@@ -1186,25 +1189,24 @@ std::string schedule_reason(const model::Plan& best, const std::vector<ScheduleO
         if (o.schedule == chosen && o.vp == best.parallel.vp) mine = &o;
     if (mine == nullptr || !mine->estimate || !mine->estimate->step) return {};
     const double t = mine->estimate->step_time_s;
-    std::string s = fmt::format("{}{}: the fastest schedule {} offers that fits this layout", model::to_string(chosen),
-                                best.parallel.vp > 1 ? fmt::format(" (vp {})", best.parallel.vp) : std::string(),
-                                offered_by);
+    std::string s = trf("{}{}: the fastest schedule {} offers that fits this layout", model::to_string(chosen),
+                        best.parallel.vp > 1 ? fmt::format(" (vp {})", best.parallel.vp) : std::string(), offered_by);
     std::vector<std::string> faster, slower;
     for (const auto& o : options) {
         if (&o == mine || !o.estimate || !o.estimate->step) continue;
         const double other = o.estimate->step_time_s;
         const std::string name = model::to_string(o.schedule);
         if (other < t) {
-            const std::string why = !o.offered ? fmt::format("not offered by {}", offered_by)
-                                    : !o.fits  ? "does not fit in memory with the headroom"
-                                               : "ranked lower by the search (days, then cost)";
-            faster.push_back(fmt::format("{} would be {:.2f}% faster, {}", name, 100.0 * (1.0 - other / t), why));
+            const std::string why = !o.offered ? trf("not offered by {}", offered_by)
+                                    : !o.fits  ? std::string(tr("does not fit in memory with the headroom"))
+                                               : std::string(tr("ranked lower by the search (days, then cost)"));
+            faster.push_back(trf("{} would be {:.2f}% faster, {}", name, 100.0 * (1.0 - other / t), why));
         } else if (o.offered && other > t) {
-            slower.push_back(fmt::format("{} {:.2f}% slower", name, 100.0 * (other / t - 1.0)));
+            slower.push_back(trf("{} {:.2f}% slower", name, 100.0 * (other / t - 1.0)));
         }
     }
-    if (!faster.empty()) s += fmt::format("; {}", fmt::join(faster, "; "));
-    if (!slower.empty()) s += fmt::format("; {}", fmt::join(slower, ", "));
+    if (!faster.empty()) s += fmt::format("{}{}", tr("; "), fmt::join(faster, tr("; ")));
+    if (!slower.empty()) s += fmt::format("{}{}", tr("; "), fmt::join(slower, tr(", ")));
     return s;
 }
 

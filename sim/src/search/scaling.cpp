@@ -89,9 +89,10 @@ std::vector<ScalingSeries> data_parallel_scaling(const std::vector<const model::
         auto& pt = all[job.series].points[job.point];
         pt.memory_per_gpu_gib = model::to_gib(e.memory.total());
         pt.fits = e.fits && e.step.has_value();
+        pt.capacity_gib = model::to_gib(e.capacity);
         if (!pt.fits) {
             pt.reason = fmt::format("needs {:.1f} GiB per GPU, the GPU has {:.1f} GiB", pt.memory_per_gpu_gib,
-                                    model::to_gib(e.capacity));
+                                    pt.capacity_gib);
             return;
         }
         pt.step_time_s = e.step_time_s;

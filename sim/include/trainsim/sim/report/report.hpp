@@ -19,6 +19,10 @@ struct PlanResult {
 };
 
 [[nodiscard]] nlohmann::json plan_json(const model::Plan& plan, const RunEstimate& e);
+// Why a plan does not fit: its memory per GPU (or its offloaded state's host memory per node)
+// against what there is. plan_json's "reason" (English); the HTML report's note in `tr`'s language.
+[[nodiscard]] std::string no_fit_reason(const model::Plan& plan, const RunEstimate& e,
+                                        const Translator& tr = Translator());
 // The step-time breakdown as it appears in plan_json's "breakdown" (seconds per category).
 [[nodiscard]] nlohmann::json breakdown_json(const StepBreakdown& b);
 // One plan: the plan object itself; several: {"plans": [...]}.

@@ -59,8 +59,8 @@ struct ConstraintMiss {
 [[nodiscard]] ConstraintMiss explain_constraint_miss(const model::Plan& base, const SearchOptions& opt);
 
 // "the fastest plan takes 78.0 days (deadline 60): ...; the cheapest costs 410000 CNY (budget
-// 300000)", one sentence per constraint, then one line per count.
+// 300000)", one sentence per constraint, then one line per count; in `tr`'s language.
 [[nodiscard]] std::string format_constraint_miss(const ConstraintMiss& m, const SearchOptions& opt,
-                                                 const std::string& currency);
+                                                 const std::string& currency, const Translator& tr = Translator());
 
 } // namespace trainsim::sim

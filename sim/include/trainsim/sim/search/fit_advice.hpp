@@ -7,6 +7,7 @@
 #pragma once
 
 #include "trainsim/model/core/scenario.hpp"
+#include "trainsim/sim/report/lang.hpp"
 #include "trainsim/sim/run/estimate.hpp"
 
 #include <nlohmann/json.hpp>
@@ -48,8 +49,9 @@ struct FitAdvice {
 [[nodiscard]] FitAdvice fit_advice(const std::vector<model::Plan>& candidates, double headroom, bool simulate = true);
 
 // {"closest": {layout, memory_gib, capacity_gib}, "knobs": [{knob, layout, fits, memory_gib, ...,
-// days_to_train, cost}], "more_gpus": {...}} and its text form.
+// days_to_train, cost}], "more_gpus": {...}} and its text form, in `tr`'s language (the knobs are
+// scenario keys and the layouts ids, as in the JSON).
 [[nodiscard]] nlohmann::json fit_advice_json(const FitAdvice& a);
-[[nodiscard]] std::string format_fit_advice(const FitAdvice& a);
+[[nodiscard]] std::string format_fit_advice(const FitAdvice& a, const Translator& tr = Translator());
 
 } // namespace trainsim::sim

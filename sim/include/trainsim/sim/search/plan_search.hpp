@@ -2,6 +2,7 @@
 // that fit, and rank them by days-to-train or money (docs/plan-search.md).
 #pragma once
 
+#include "trainsim/sim/report/lang.hpp"
 #include "trainsim/model/core/errors.hpp"
 #include "trainsim/model/core/scenario.hpp"
 #include "trainsim/sim/network/network.hpp"
@@ -184,13 +185,14 @@ struct ScheduleOption {
 // Why `best` runs its schedule, from compare_schedules(best, ...): the schedule and that it is the
 // fastest offered one that fits, then each faster schedule and what kept it out ("zb-v 3.1%
 // faster: not offered by megatron-core"). `offered_by`: who offers the schedules, for the text.
-// Empty for pp 1.
+// Empty for pp 1. `tr`: the text's language (the JSON's schedule_reason is English).
 [[nodiscard]] std::string schedule_reason(const model::Plan& best, const std::vector<ScheduleOption>& options,
-                                          const std::string& offered_by);
+                                          const std::string& offered_by, const Translator& tr = Translator());
 
 // "Why the best wins": how the winner differs from the runner-up, step-breakdown category by
-// category (largest differences first). Both must have been simulated.
-[[nodiscard]] std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up);
+// category (largest differences first). Both must have been simulated. `tr`: the text's language.
+[[nodiscard]] std::string explain_winner(const RankedPlan& best, const RankedPlan& runner_up,
+                                         const Translator& tr = Translator());
 
 // Short layout label, e.g. "tp8 pp2 vp5 dp4 sp mbs1 dist_opt rc:none" (without "dp4" when
 // with_dp is false, for a layout whose data-parallel degree varies).

@@ -18,6 +18,7 @@ struct ScalingPoint {
     bool fits = false;  // valid and fits in GPU memory (simulated only then)
     std::string reason; // why not valid / does not fit
     double memory_per_gpu_gib = 0;
+    double capacity_gib = 0; // the GPU's HBM (when simulated), for the reason in the report's language
     double step_time_s = 0; // the rest only when fits
     double tokens_per_s = 0;
     double tokens_per_s_per_gpu = 0;
