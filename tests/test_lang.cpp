@@ -1,6 +1,7 @@
 // --lang (sim/report/lang.hpp): the text tables and the HTML report in Simplified Chinese from the
 // catalog sim/i18n/zh_CN.po; English unchanged; JSON and CSV never translated; an unknown language
 // refused with the list of those there are.
+#include "banded_run.hpp"
 #include "cli_runner.hpp"
 #include "scratch_dir.hpp"
 
@@ -46,30 +47,10 @@ plans:
     cluster: {gpu: rtx-3090}
 )";
 
-struct Run {
-    model::Scenario scenario;
-    std::vector<sim::PlanResult> results;
-};
+using Run = test::BandedRun;
 
 const Run& run() {
-    static const Run r = [] {
-        Run x;
-        model::LoadOptions opts;
-        opts.data_dir = TRAINSIM_TEST_DATA_DIR;
-        x.scenario = model::load_scenario_text(kScenario, "lang-test.yaml", opts);
-        const auto em = sim::error_model_from_json(
-            nlohmann::json::parse(model::read_regular_file(std::string(TRAINSIM_TEST_DATA_DIR) + "/trust/error-model.json",
-                                                           model::kMaxInputBytes)),
-            "error-model.json");
-        sim::ExecOptions exec;
-        exec.record_passes = true;
-        for (const auto& p : x.scenario.plans) {
-            auto e = sim::estimate_plan(p, exec);
-            if (e.fits && e.step) e.band = sim::band_for(em, p, &*e.step);
-            x.results.push_back({&p, std::move(e)});
-        }
-        return x;
-    }();
+    static const Run r = test::simulate_with_bands(kScenario, "lang-test.yaml");
     return r;
 }
 

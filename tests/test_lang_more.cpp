@@ -2,6 +2,7 @@
 // pipeline schedules, why the best wins, the per-GPU-count table, the recommendation), what makes
 // a plan fit, why no plan meets the constraints, the HTML report's "does not fit" note and its
 // chart tooltips. Each in Chinese from catalog strings only; plan's JSON the same with --lang.
+#include "banded_run.hpp"
 #include "cli_runner.hpp"
 
 #include "trainsim/model/core/file_io.hpp"
@@ -42,30 +43,10 @@ plans:
     cluster: {gpu: rtx-3090}
 )";
 
-struct Run {
-    model::Scenario scenario;
-    std::vector<sim::PlanResult> results;
-};
+using Run = test::BandedRun;
 
 const Run& run() {
-    static const Run r = [] {
-        Run x;
-        model::LoadOptions opts;
-        opts.data_dir = TRAINSIM_TEST_DATA_DIR;
-        x.scenario = model::load_scenario_text(kScenario, "lang-more.yaml", opts);
-        const auto em = sim::error_model_from_json(
-            nlohmann::json::parse(model::read_regular_file(std::string(TRAINSIM_TEST_DATA_DIR) + "/trust/error-model.json",
-                                                           model::kMaxInputBytes)),
-            "error-model.json");
-        sim::ExecOptions exec;
-        exec.record_passes = true;
-        for (const auto& p : x.scenario.plans) {
-            auto e = sim::estimate_plan(p, exec);
-            if (e.fits && e.step) e.band = sim::band_for(em, p, &*e.step);
-            x.results.push_back({&p, std::move(e)});
-        }
-        return x;
-    }();
+    static const Run r = test::simulate_with_bands(kScenario, "lang-more.yaml");
     return r;
 }
 
