@@ -369,8 +369,8 @@ constexpr std::size_t kBlocking = model::kNumStreams;
 constexpr std::size_t kOptimizer = model::kNumStreams + 1;
 using StreamSums = std::vector<std::array<std::int64_t, model::kNumStreams + 2>>;
 
-StreamSums stream_sums_of(const model::Plan& plan, const model::OpGraph& graph, const AnalyticNetwork& network) {
-    const LeastTimes least(plan, graph, network);
+// `least`: the least times of `graph`'s ops.
+StreamSums stream_sums_of(const model::OpGraph& graph, const LeastTimes& least) {
     StreamSums out(graph.stages.size());
     for (std::size_t s = 0; s < graph.stages.size(); ++s) {
         out[s].fill(0);
@@ -389,7 +389,8 @@ StreamSums stream_sums_of(const model::Plan& plan, const model::OpGraph& graph, 
 }
 
 StreamSums stream_sums(const model::Plan& plan, const AnalyticNetwork& network) {
-    return stream_sums_of(plan, model::build_workload(plan), network);
+    const auto graph = model::build_workload(plan);
+    return stream_sums_of(graph, LeastTimes(plan, graph, network));
 }
 
 // No stage finishes before the largest of, with s = the profile's comm_compute_slowdown:
@@ -420,8 +421,7 @@ std::int64_t largest(const StreamSums& sums, double slowdown) {
 bool chain_applies(const model::Plan& plan);
 model::WorkloadOrder small_graph_order(const model::Plan& plan);
 model::Plan with_microbatches(model::Plan plan, int microbatches);
-std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::Plan& small, const model::OpGraph& graph,
-                               const AnalyticNetwork& network);
+std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::OpGraph& graph, const LeastTimes& least);
 
 // `chain`: where given, also the pipeline's chain of passes (pipeline_chain_ps; 0 where it does not
 // apply), from the same small graph.
@@ -448,15 +448,19 @@ StreamSums bound_sums(const model::Plan& plan, const AnalyticNetwork& network, s
     const int m2 = with_chain ? 3 : 2 * m1;
     if (m <= m2) {
         const auto graph = model::build_workload(plan);
-        if (with_chain) *chain = pipeline_chain_ps(plan, plan, graph, network);
-        return stream_sums_of(plan, graph, network);
+        const LeastTimes least(plan, graph, network);
+        if (with_chain) *chain = pipeline_chain_ps(plan, graph, least);
+        return stream_sums_of(graph, least);
     }
     const auto order = small_graph_order(plan);
     const auto p1 = with_microbatches(plan, m1), p2 = with_microbatches(plan, m2);
-    const auto s1 = stream_sums_of(p1, model::build_workload(p1, order), network);
+    const auto g1 = model::build_workload(p1, order);
+    const auto s1 = stream_sums_of(g1, LeastTimes(p1, g1, network));
+    // One set of least times for the second graph serves its sums and the chain.
     const auto g2 = model::build_workload(p2, order);
-    const auto s2 = stream_sums_of(p2, g2, network);
-    if (with_chain) *chain = pipeline_chain_ps(plan, p2, g2, network);
+    const LeastTimes least2(p2, g2, network);
+    const auto s2 = stream_sums_of(g2, least2);
+    if (with_chain) *chain = pipeline_chain_ps(plan, g2, least2);
     if (s1.size() != s2.size()) return stream_sums(plan, network);
     StreamSums s = s1;
     const std::int64_t dm = m2 - m1, steps = m - m1;
@@ -618,15 +622,14 @@ model::WorkloadOrder small_graph_order(const model::Plan& plan) {
                : model::WorkloadOrder::schedule;
 }
 
-// `small`: the plan with 3 micro-batches; `graph`: build_workload(small, small_graph_order(plan)).
-std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::Plan& small, const model::OpGraph& graph,
-                               const AnalyticNetwork& network) {
+// `graph`: of the plan with 3 micro-batches, build_workload(small, small_graph_order(plan)) (or the
+// step's own of 3); `least`: its ops' least times.
+std::int64_t pipeline_chain_ps(const model::Plan& plan, const model::OpGraph& graph, const LeastTimes& least) {
     using model::PipelinePass;
     const auto& q = plan.parallel;
     const auto sched = model::effective_schedule(q.pp_schedule, q.vp);
     const int m = plan.grad_accum();
     const int pp = q.pp, vp = q.vp, nvs = pp * vp;
-    const LeastTimes least(small, graph, network);
     // [stage][pass][chunk][micro-batch 0..2] sums, then the least over the micro-batches.
     constexpr int kPasses = 4;
     auto slot = [&](int stage, PipelinePass pass, int chunk) {
@@ -741,7 +744,8 @@ model::Plan with_microbatches(model::Plan plan, int microbatches) {
 std::int64_t pipeline_bound_ps(const model::Plan& plan, const AnalyticNetwork& network) {
     if (!chain_applies(plan)) return 0;
     const auto small = with_microbatches(plan, 3);
-    return pipeline_chain_ps(plan, small, model::build_workload(small, small_graph_order(plan)), network);
+    const auto graph = model::build_workload(small, small_graph_order(plan));
+    return pipeline_chain_ps(plan, graph, LeastTimes(small, graph, network));
 }
 
 } // namespace
